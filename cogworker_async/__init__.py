@@ -1,0 +1,42 @@
+"""cogworker_async: an asyncio-native, Redis-backed background-job library.
+
+A job that was enqueued is never lost, a job that finished is never run again
+because of an infrastructure fault, and a job that kills its own process is
+stopped after a bounded number of tries.
+"""
+
+from cogworker_async.client import Client
+from cogworker_async.context import JobContext, current_job
+from cogworker_async.errors import (
+    CogworkerError,
+    ConfigurationError,
+    JobError,
+    JobTimeout,
+    ProcessDied,
+    UnknownJob,
+    UnparseableJob,
+)
+from cogworker_async.jobs import BoundJob, JobFunction, job
+from cogworker_async.settings import Settings
+from cogworker_async.worker.worker import Worker
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BoundJob",
+    "Client",
+    "CogworkerError",
+    "ConfigurationError",
+    "JobContext",
+    "JobError",
+    "JobFunction",
+    "JobTimeout",
+    "ProcessDied",
+    "Settings",
+    "UnknownJob",
+    "UnparseableJob",
+    "Worker",
+    "__version__",
+    "current_job",
+    "job",
+]

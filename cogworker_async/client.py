@@ -1,0 +1,159 @@
+"""``Client``: enqueue jobs now or later, from anywhere.
+
+A job is pushed with one script call (push, list the queue, wake idle
+workers); ``enqueue_many`` sends one pipeline. Arguments are checked for JSON
+at enqueue, so a bad one is a ``TypeError`` here rather than a failure later.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from types import TracebackType
+from typing import Any, ParamSpec, TypeVar, overload
+
+from redis.asyncio import Redis
+
+from cogworker_async import payload
+from cogworker_async.jobs import BoundJob, JobFunction, JobOptions
+from cogworker_async.keys import Keys
+from cogworker_async.middleware import ClientMiddleware, run_client_chain
+from cogworker_async.settings import Settings
+from cogworker_async.store.connection import connect
+from cogworker_async.store.scripts import script
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+Target = JobFunction[Any, Any] | BoundJob[Any, Any] | str
+
+
+def _resolve(target: Target) -> tuple[str, JobOptions]:
+    if isinstance(target, BoundJob):
+        return target.name, target.options
+    if isinstance(target, JobFunction):
+        return target.name, target.defaults
+    if isinstance(target, str):
+        if not target:
+            raise ValueError("job name must not be empty")
+        return target, JobOptions()
+    raise TypeError(f"expected a @job function, its .options(...) or a job name, got {target!r}")
+
+
+def _due(options: JobOptions, now: float) -> float | None:
+    if options.at is not None:
+        at = options.at.timestamp() if isinstance(options.at, datetime) else float(options.at)
+        return at if at > now else None
+    if options.delay:
+        return now + options.delay
+    return None
+
+
+class Client:
+    """Enqueues jobs. Use as ``async with Client(settings) as client:`` or call ``close()``."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        redis: Redis | None = None,
+        middleware: Sequence[ClientMiddleware] = (),
+    ) -> None:
+        self.settings = settings or Settings()
+        self.keys = Keys(self.settings.namespace)
+        self._own_redis = redis is None
+        self.redis = redis if redis is not None else connect(self.settings)
+        self.middleware = list(middleware)
+
+    async def __aenter__(self) -> Client:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        if self._own_redis:
+            await self.redis.aclose()
+
+    async def _build(
+        self, target: Target, args: Sequence[Any], kwargs: Mapping[str, Any], now: float
+    ) -> tuple[dict[str, Any] | None, float | None]:
+        name, options = _resolve(target)
+        payload.ensure_json(args, kwargs)
+        extra: dict[str, Any] = {"retry": options.retry, "timeout": options.timeout}
+        job = payload.build(name, args, kwargs, options.queue, now=now, extra=extra)
+        if self.middleware:
+            job = await run_client_chain(self.middleware, job)  # type: ignore[assignment]
+        return job, _due(options, now)
+
+    @overload
+    async def enqueue(
+        self, target: JobFunction[P, R] | BoundJob[P, R], *args: P.args, **kwargs: P.kwargs
+    ) -> str | None: ...
+
+    @overload
+    async def enqueue(self, target: str, *args: Any, **kwargs: Any) -> str | None: ...
+
+    async def enqueue(self, target: Target, *args: Any, **kwargs: Any) -> str | None:
+        """Enqueue one job; returns its jid, or ``None`` if middleware dropped it."""
+        job, due = await self._build(target, args, kwargs, time.time())
+        if job is None:
+            return None
+        encoded = payload.encode(job)
+        if due is not None:
+            await self.redis.zadd(self.keys.schedule, {encoded: due})
+        else:
+            await self._push(job["queue"], [encoded])
+        return str(job["jid"])
+
+    async def _push(self, queue: str, encoded: Sequence[bytes]) -> None:
+        keys = [self.keys.queue(queue), self.keys.queues, self.keys.wakeup(queue)]
+        await script("enqueue").run(self.redis, keys, [queue, *encoded])
+
+    async def enqueue_many(
+        self, target: Target, arg_list: Iterable[Sequence[Any] | Mapping[str, Any]]
+    ) -> list[str]:
+        """Enqueue one job per item (a tuple of args or a dict of kwargs) in one pipeline."""
+        now = time.time()
+        by_queue: dict[str, list[bytes]] = defaultdict(list)
+        scheduled: dict[bytes, float] = {}
+        jids: list[str] = []
+        for item in arg_list:
+            if isinstance(item, Mapping):
+                args: Sequence[Any] = ()
+                kwargs: Mapping[str, Any] = item
+            else:
+                args, kwargs = item, {}
+            job, due = await self._build(target, args, kwargs, now)
+            if job is None:
+                continue
+            encoded = payload.encode(job)
+            if due is not None:
+                scheduled[encoded] = due
+            else:
+                by_queue[job["queue"]].append(encoded)
+            jids.append(str(job["jid"]))
+        if not jids:
+            return jids
+        enqueue = script("enqueue")
+        async with self.redis.pipeline(transaction=False) as pipe:
+            # SCRIPT LOAD first makes the EVALSHAs behind it safe even right
+            # after a SCRIPT FLUSH or a restart: no NOSCRIPT to recover from.
+            pipe.script_load(enqueue.text)
+            for queue, encoded in by_queue.items():
+                keys = [self.keys.queue(queue), self.keys.queues, self.keys.wakeup(queue)]
+                # Chunks keep each script call's argument list reasonable.
+                for start in range(0, len(encoded), 1000):
+                    chunk = encoded[start : start + 1000]
+                    pipe.evalsha(enqueue.sha, len(keys), *keys, queue, *chunk)
+            if scheduled:
+                pipe.zadd(self.keys.schedule, scheduled)
+            await pipe.execute()
+        return jids

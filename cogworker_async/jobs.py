@@ -1,0 +1,173 @@
+"""``@job``: handlers, their options, and the name → handler lookup of a worker."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Generic, ParamSpec, TypeVar, overload
+
+from cogworker_async.errors import ConfigurationError
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+RetryOption = bool | int
+Handler = Callable[..., Any]
+
+
+@dataclass(frozen=True, slots=True)
+class JobOptions:
+    """Per-job options; ``None`` means "the default" (settings or the job's own)."""
+
+    queue: str = "default"
+    retry: RetryOption | None = None
+    timeout: float | None = None
+    delay: float | None = None
+    at: datetime | float | None = None
+
+
+class JobFunction(Generic[P, R]):
+    """A registered handler: call it directly, or enqueue it with ``Client.enqueue``."""
+
+    def __init__(self, fn: Callable[P, R], name: str, options: JobOptions) -> None:
+        self.fn = fn
+        self.name = name
+        self.defaults = options
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<job {self.name!r} queue={self.defaults.queue!r}>"
+
+    def options(
+        self,
+        *,
+        queue: str | None = None,
+        delay: float | None = None,
+        at: datetime | float | None = None,
+        retry: RetryOption | None = None,
+        timeout: float | None = None,
+    ) -> BoundJob[P, R]:
+        """This job with options for one enqueue (queue, delay/at, retry, timeout)."""
+        if delay is not None and at is not None:
+            raise ValueError("give delay or at, not both")
+        if delay is not None and delay < 0:
+            raise ValueError(f"delay must not be negative, got {delay}")
+        if timeout is not None and timeout <= 0:
+            raise ValueError(f"timeout must be positive, got {timeout}")
+        base = self.defaults
+        merged = replace(
+            base,
+            queue=queue or base.queue,
+            delay=delay,
+            at=at,
+            retry=base.retry if retry is None else retry,
+            timeout=base.timeout if timeout is None else timeout,
+        )
+        return BoundJob(self, merged)
+
+
+@dataclass(frozen=True, slots=True)
+class BoundJob(Generic[P, R]):
+    """A job with the options of one enqueue (see ``JobFunction.options``)."""
+
+    function: JobFunction[P, R]
+    options: JobOptions
+
+    @property
+    def name(self) -> str:
+        return self.function.name
+
+
+@overload
+def job(fn: Callable[P, R], /) -> JobFunction[P, R]: ...
+
+
+@overload
+def job(
+    *,
+    name: str | None = None,
+    queue: str = "default",
+    retry: RetryOption | None = None,
+    timeout: float | None = None,
+) -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
+
+
+def job(
+    fn: Callable[P, R] | None = None,
+    /,
+    *,
+    name: str | None = None,
+    queue: str = "default",
+    retry: RetryOption | None = None,
+    timeout: float | None = None,
+) -> JobFunction[P, R] | Callable[[Callable[P, R]], JobFunction[P, R]]:
+    """Declare a job handler (``async def``, or a plain ``def`` run in a worker thread).
+
+    The name defaults to ``module.qualname``; it is what travels in the payload's
+    ``class`` field, so renaming a function needs ``name=`` to keep old jobs running.
+    """
+    if timeout is not None and timeout <= 0:
+        raise ValueError(f"timeout must be positive, got {timeout}")
+
+    def wrap(target: Callable[P, R]) -> JobFunction[P, R]:
+        job_name = name or f"{target.__module__}.{target.__qualname__}"
+        return JobFunction(target, job_name, JobOptions(queue=queue, retry=retry, timeout=timeout))
+
+    if fn is not None:
+        return wrap(fn)
+    return wrap
+
+
+JobSpec = JobFunction[Any, Any] | str
+
+
+class JobRegistry:
+    """Name → handler for one worker, built from job functions and/or module names."""
+
+    def __init__(self, jobs: Iterable[JobSpec] = ()) -> None:
+        self._by_name: dict[str, JobFunction[Any, Any]] = {}
+        for item in jobs:
+            if isinstance(item, JobFunction):
+                self.add(item)
+            elif isinstance(item, str):
+                self.add_module(item)
+            else:
+                raise TypeError(f"expected a @job function or a module name, got {item!r}")
+
+    def add(self, function: JobFunction[Any, Any]) -> None:
+        existing = self._by_name.get(function.name)
+        if existing is not None and existing.fn is not function.fn:
+            raise ConfigurationError(f"two different handlers are named {function.name!r}")
+        self._by_name[function.name] = function
+
+    def add_module(self, module_name: str) -> None:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as exc:
+            raise ConfigurationError(f"cannot import job module {module_name!r}: {exc}") from exc
+        found = [v for v in vars(module).values() if isinstance(v, JobFunction)]
+        if not found:
+            raise ConfigurationError(f"module {module_name!r} defines no @job functions")
+        for function in found:
+            self.add(function)
+
+    def get(self, name: str) -> JobFunction[Any, Any] | None:
+        return self._by_name.get(name)
+
+    @property
+    def names(self) -> list[str]:
+        return sorted(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+
+AsyncHandler = Callable[..., Awaitable[Any]]

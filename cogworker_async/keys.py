@@ -1,0 +1,134 @@
+"""Every Redis key name, built from the namespace. No key literal lives elsewhere.
+
+The namespace may carry a Redis Cluster hash tag (``{cogworker}``): every key
+then hashes to one slot, which keeps every Lua script single-slot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Keys:
+    """Key names for one namespace (see SPEC §2 for what each holds)."""
+
+    ns: str
+
+    # --- queues -----------------------------------------------------------
+    def queue(self, name: str) -> str:
+        return f"{self.ns}:queue:{name}"
+
+    @property
+    def queue_prefix(self) -> str:
+        return f"{self.ns}:queue:"
+
+    @property
+    def queues(self) -> str:
+        return f"{self.ns}:queues"
+
+    @property
+    def paused(self) -> str:
+        return f"{self.ns}:paused"
+
+    def wakeup(self, name: str) -> str:
+        """Marker an idle worker blocks on (BZPOPMIN); producers ZADD it after LPUSH."""
+        return f"{self.ns}:wakeup:{name}"
+
+    @property
+    def wakeup_prefix(self) -> str:
+        return f"{self.ns}:wakeup:"
+
+    # --- sorted sets ---------------------------------------------------------
+    @property
+    def schedule(self) -> str:
+        return f"{self.ns}:schedule"
+
+    @property
+    def retry(self) -> str:
+        return f"{self.ns}:retry"
+
+    @property
+    def dead(self) -> str:
+        return f"{self.ns}:dead"
+
+    # --- in-progress and liveness -----------------------------------------
+    def in_progress(self, identity: str) -> str:
+        return f"{self.ns}:in_progress:{identity}"
+
+    @property
+    def in_progress_prefix(self) -> str:
+        return f"{self.ns}:in_progress:"
+
+    @property
+    def in_progress_identities(self) -> str:
+        return f"{self.ns}:in_progress_identities"
+
+    def process(self, identity: str) -> str:
+        return f"{self.ns}:process:{identity}"
+
+    @property
+    def processes(self) -> str:
+        return f"{self.ns}:processes"
+
+    @property
+    def last_beat(self) -> str:
+        return f"{self.ns}:last_beat"
+
+    @property
+    def live_queues(self) -> str:
+        return f"{self.ns}:live_queues"
+
+    def workers(self, identity: str) -> str:
+        return f"{self.ns}:workers:{identity}"
+
+    def orphanings(self, jid: str) -> str:
+        return f"{self.ns}:orphanings:{jid}"
+
+    @property
+    def orphanings_prefix(self) -> str:
+        return f"{self.ns}:orphanings:"
+
+    @property
+    def repeat_orphans(self) -> str:
+        return f"{self.ns}:repeat_orphans"
+
+    @property
+    def unsettled(self) -> str:
+        return f"{self.ns}:unsettled"
+
+    @property
+    def recovery_lock(self) -> str:
+        return f"{self.ns}:recovery_lock"
+
+    # --- stats ----------------------------------------------------------------
+    @property
+    def stats_processed(self) -> str:
+        return f"{self.ns}:stats:processed"
+
+    @property
+    def stats_failed(self) -> str:
+        return f"{self.ns}:stats:failed"
+
+    def stats_processed_on(self, day: str) -> str:
+        return f"{self.ns}:stats:processed:{day}"
+
+    def stats_failed_on(self, day: str) -> str:
+        return f"{self.ns}:stats:failed:{day}"
+
+    def stat(self, name: str) -> str:
+        """A named counter beside processed/failed (recovered, parked, ...)."""
+        return f"{self.ns}:stats:{name}"
+
+    # --- features -------------------------------------------------------------
+    def unique(self, digest: str) -> str:
+        return f"{self.ns}:unique:{digest}"
+
+    def periodic(self, suffix: str) -> str:
+        return f"{self.ns}:periodic:{suffix}"
+
+    def status(self, jid: str) -> str:
+        return f"{self.ns}:status:{jid}"
+
+    def quarantine(self, key: str) -> str:
+        return f"{self.ns}:quarantine:{key}"

@@ -1,0 +1,42 @@
+"""Middleware chains.
+
+Client middleware sees each job dict before it is pushed and returns it
+(possibly changed) or ``None`` to drop it. Server middleware wraps each run:
+``async def mw(job: dict, call_next) -> None`` must ``await call_next()``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+JobDict = dict[str, Any]
+ClientMiddleware = Callable[[JobDict], Awaitable[JobDict | None]]
+Next = Callable[[], Awaitable[None]]
+ServerMiddleware = Callable[[JobDict, Next], Awaitable[None]]
+
+
+async def run_client_chain(chain: Sequence[ClientMiddleware], job: JobDict) -> JobDict | None:
+    current: JobDict | None = job
+    for middleware in chain:
+        current = await middleware(current)
+        if current is None:
+            return None
+    return current
+
+
+def wrap_server_chain(
+    chain: Sequence[ServerMiddleware], job: JobDict, innermost: Next
+) -> Next:
+    """``innermost`` wrapped by each middleware, the first one outermost."""
+    call: Next = innermost
+    for middleware in reversed(chain):
+        call = _bind(middleware, job, call)
+    return call
+
+
+def _bind(middleware: ServerMiddleware, job: JobDict, call_next: Next) -> Next:
+    async def step() -> None:
+        await middleware(job, call_next)
+
+    return step

@@ -1,0 +1,118 @@
+"""Configuration, read once and passed explicitly.
+
+`Settings` is the only place the environment (``COGWORKER_*`` and ``.env``) is
+read. It is strict and validated up front so that a bad interval is a clear
+error at start-up instead of a liveness bug hours later: the orphan-recovery
+rules only hold while ``heartbeat_interval < heartbeat_ttl < orphan_threshold``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+_QUEUE_SPEC = re.compile(r"^(?P<name>[A-Za-z0-9_.\-]+)(?::(?P<weight>\d+))?$")
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSpec:
+    """One queue a worker reads, with its weight (1 when not given)."""
+
+    name: str
+    weight: int = 1
+
+
+def parse_queue_spec(spec: str) -> QueueSpec:
+    """Parse ``name`` or ``name:weight``; a ValueError names what is wrong."""
+    match = _QUEUE_SPEC.match(spec.strip())
+    if match is None:
+        raise ValueError(
+            f"bad queue spec {spec!r}: expected NAME or NAME:WEIGHT "
+            "(letters, digits, '_', '-', '.'; weight a positive integer)"
+        )
+    weight = int(match["weight"]) if match["weight"] is not None else 1
+    if weight < 1:
+        raise ValueError(f"bad queue spec {spec!r}: weight must be at least 1")
+    return QueueSpec(match["name"], weight)
+
+
+class Settings(BaseSettings):
+    """Every knob of clients and workers. Intervals are seconds and may be fractions."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="COGWORKER_",
+        env_file=".env",
+        extra="forbid",
+        frozen=True,
+    )
+
+    redis_url: str = "redis://localhost:6379/0"
+    namespace: str = Field(default="cogworker", min_length=1)
+    concurrency: int = Field(default=10, ge=1, le=10_000)
+    queues: tuple[str, ...] = ("default",)
+    strict_order: bool = False
+    fetch: Literal["auto", "reliable", "basic"] = "auto"
+    shutdown_timeout: float = Field(default=25.0, ge=0)
+    heartbeat_interval: float = Field(default=5.0, gt=0)
+    heartbeat_ttl: float = Field(default=20.0, gt=0)
+    orphan_threshold: float = Field(default=40.0, gt=0)
+    orphan_check_interval: float = Field(default=10.0, gt=0)
+    max_orphanings: int = Field(default=3, ge=0)
+    fetch_idle_max_interval: float = Field(default=2.0, gt=0)
+    scheduled_poll_interval: float = Field(default=5.0, gt=0)
+    dead_max_jobs: int = Field(default=10_000, ge=1)
+    dead_timeout: float = Field(default=180 * 24 * 3600.0, gt=0)
+    max_retries: int = Field(default=25, ge=0)
+    key_check_interval: float = Field(default=300.0, gt=0)
+    socket_timeout: float = Field(default=10.0, gt=0)
+    job_timeout: float | None = Field(default=None, gt=0)
+    error_message_max: int = Field(default=1000, ge=16)
+
+    @field_validator("queues", mode="before")
+    @classmethod
+    def _split_queues(cls, value: object) -> object:
+        # From the environment a list arrives as "a,b:2" or as JSON.
+        if isinstance(value, str):
+            return tuple(part for part in value.split(",") if part.strip())
+        return value
+
+    @field_validator("queues")
+    @classmethod
+    def _check_queues(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        if not value:
+            raise ValueError("at least one queue is needed")
+        for spec in value:
+            parse_queue_spec(spec)
+        return value
+
+    @model_validator(mode="after")
+    def _check_intervals(self) -> Settings:
+        if self.heartbeat_ttl <= self.heartbeat_interval:
+            raise ValueError(
+                f"heartbeat_ttl ({self.heartbeat_ttl}) must exceed heartbeat_interval "
+                f"({self.heartbeat_interval}), or a live process's presence lapses between beats"
+            )
+        if self.orphan_threshold <= self.heartbeat_ttl:
+            raise ValueError(
+                f"orphan_threshold ({self.orphan_threshold}) must exceed heartbeat_ttl "
+                f"({self.heartbeat_ttl}), or a process that missed one beat is judged dead"
+            )
+        if self.fetch_idle_max_interval >= self.socket_timeout:
+            raise ValueError(
+                f"fetch_idle_max_interval ({self.fetch_idle_max_interval}) is the blocking-fetch "
+                f"timeout and must stay below socket_timeout ({self.socket_timeout})"
+            )
+        return self
+
+    @property
+    def queue_specs(self) -> tuple[QueueSpec, ...]:
+        """The queues as parsed specs, duplicates merged (first weight wins)."""
+        seen: dict[str, QueueSpec] = {}
+        for spec in self.queues:
+            parsed = parse_queue_spec(spec)
+            seen.setdefault(parsed.name, parsed)
+        return tuple(seen.values())

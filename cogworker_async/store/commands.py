@@ -1,0 +1,223 @@
+"""One typed wrapper per Lua script. Callers get small frozen dataclasses back."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from redis.asyncio import Redis
+
+from cogworker_async.keys import Keys
+from cogworker_async.store.scripts import EncodableArg, script
+
+DAY_STAT_TTL = 5 * 365 * 24 * 3600
+ORPHANINGS_TTL = 7 * 24 * 3600
+
+
+def today(now: float | None = None) -> str:
+    """The UTC day a per-day stat is counted under."""
+    return time.strftime("%Y-%m-%d", time.gmtime(time.time() if now is None else now))
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    """A finished job to acknowledge: the raw bytes as fetched and its jid ("" if unknown)."""
+
+    raw: bytes
+    jid: str
+
+
+def _ack_args(acks: Sequence[Ack]) -> list[EncodableArg]:
+    args: list[EncodableArg] = [len(acks)]
+    for ack in acks:
+        args.append(ack.raw)
+        args.append(ack.jid)
+    return args
+
+
+@dataclass(frozen=True, slots=True)
+class FetchResult:
+    jobs: list[bytes]
+    missing_acks: list[Ack]
+
+
+async def fetch(
+    redis: Redis,
+    keys: Keys,
+    *,
+    identity: str,
+    queues: Sequence[str],
+    want: int,
+    acks: Sequence[Ack],
+    reliable: bool,
+) -> FetchResult:
+    """Acknowledge ``acks`` and take up to ``want`` jobs from ``queues`` (in that order)."""
+    script_keys = [
+        keys.in_progress(identity),
+        keys.paused,
+        keys.stats_processed,
+        keys.stats_processed_on(today()),
+        *(keys.queue(q) for q in queues),
+    ]
+    args: list[EncodableArg] = [
+        "reliable" if reliable else "basic",
+        want,
+        keys.orphanings_prefix,
+        keys.wakeup_prefix,
+        DAY_STAT_TTL,
+        *_ack_args(acks),
+        *queues,
+    ]
+    taken, missing = await script("fetch").run(redis, script_keys, args)
+    return FetchResult(list(taken), [acks[i - 1] for i in missing])
+
+
+async def ack(redis: Redis, keys: Keys, *, identity: str, acks: Sequence[Ack]) -> list[Ack]:
+    """Acknowledge finished jobs; returns those that were already gone from the list."""
+    script_keys = [
+        keys.in_progress(identity),
+        keys.stats_processed,
+        keys.stats_processed_on(today()),
+    ]
+    args = [keys.orphanings_prefix, DAY_STAT_TTL, *_ack_args(acks)]
+    missing = await script("ack").run(redis, script_keys, args)
+    return [acks[i - 1] for i in missing]
+
+
+@dataclass(frozen=True, slots=True)
+class Filing:
+    """Where a failed job goes: ``target`` is the retry or dead set, or None to discard."""
+
+    raw: bytes
+    jid: str
+    target: str | None
+    score: float
+    entry: bytes
+
+
+async def file(
+    redis: Redis,
+    keys: Keys,
+    *,
+    identity: str,
+    filing: Filing,
+    dead_max_jobs: int,
+    dead_timeout: float,
+) -> bool:
+    """Move a failed job from in-progress into retry/dead (or discard it). False: it was gone."""
+    now = time.time()
+    day = today(now)
+    script_keys = [
+        keys.in_progress(identity),
+        filing.target or keys.dead,
+        keys.orphanings(filing.jid),
+        keys.stats_processed,
+        keys.stats_failed,
+        keys.stats_processed_on(day),
+        keys.stats_failed_on(day),
+    ]
+    args: list[EncodableArg] = [
+        filing.raw,
+        filing.score,
+        filing.entry if filing.target else "",
+        1 if filing.target == keys.dead else 0,
+        dead_max_jobs,
+        now - dead_timeout,
+        DAY_STAT_TTL,
+    ]
+    return bool(await script("file").run(redis, script_keys, args))
+
+
+@dataclass(frozen=True, slots=True)
+class RequeueResult:
+    alive: bool
+    moved: int
+    failed: int
+    unread_queues: list[str]
+    raw_burials: list[bytes]
+
+
+async def requeue(
+    redis: Redis,
+    keys: Keys,
+    *,
+    identity: str,
+    threshold: float | None,
+    default_queue: str,
+    max_orphanings: int,
+    live_window: float,
+    finished: Sequence[bytes] = (),
+    keep: Sequence[bytes] = (),
+) -> RequeueResult:
+    """Requeue ``identity``'s in-progress list; with ``threshold``, only if it is dead."""
+    config: dict[str, Any] = {
+        "identity": identity,
+        "threshold": threshold if threshold is not None else False,
+        "clock": time.time(),
+        "queue_prefix": keys.queue_prefix,
+        "wakeup_prefix": keys.wakeup_prefix,
+        "default_queue": default_queue,
+        "counter_prefix": keys.orphanings_prefix,
+        "counter_ttl": ORPHANINGS_TTL,
+        "max_orphanings": max_orphanings,
+        "live_window": live_window,
+    }
+    script_keys = [
+        keys.in_progress(identity),
+        keys.process(identity),
+        keys.last_beat,
+        keys.repeat_orphans,
+        keys.dead,
+        keys.queues,
+        keys.live_queues,
+    ]
+    marks: list[EncodableArg] = [b"d:" + raw for raw in finished]
+    marks.extend(b"k:" + raw for raw in keep)
+    reply = await script("requeue").run(redis, script_keys, [orjson.dumps(config), *marks])
+    moved, failed, unread = int(reply[0]), int(reply[1]), int(reply[2])
+    if moved < 0:
+        return RequeueResult(True, 0, 0, [], [])
+    names = [n.decode() if isinstance(n, bytes) else str(n) for n in reply[3 : 3 + unread]]
+    return RequeueResult(False, moved, failed, names, list(reply[3 + unread :]))
+
+
+async def requeue_one(redis: Redis, keys: Keys, *, identity: str, raw: bytes, default_queue: str) -> bool:
+    """Put one in-progress job back on its queue if it is still listed."""
+    args = [raw, keys.queue_prefix, keys.wakeup_prefix, default_queue]
+    return bool(await script("requeue_one").run(redis, [keys.in_progress(identity)], args))
+
+
+@dataclass(frozen=True, slots=True)
+class Graduation:
+    """One due entry and the payload to push for it."""
+
+    entry: bytes
+    payload: bytes
+    queue: str
+
+
+@dataclass(frozen=True, slots=True)
+class GraduateResult:
+    moved: int
+    deferred_queues: list[str]
+
+
+async def graduate(
+    redis: Redis, keys: Keys, *, source: str, items: Sequence[Graduation], defer: float
+) -> GraduateResult:
+    """Move due entries of ``source`` onto their queues; unpushable ones deferred by ``defer`` s."""
+    args: list[EncodableArg] = [keys.queue_prefix, keys.wakeup_prefix, defer, time.time()]
+    for item in items:
+        args.extend((item.entry, item.payload, item.queue))
+    moved, deferred = await script("graduate").run(redis, [source, keys.queues], args)
+    return GraduateResult(int(moved), [d.decode() if isinstance(d, bytes) else d for d in deferred])
+
+
+async def bury(redis: Redis, keys: Keys, *, source: str, entry: bytes, dead_entry: bytes) -> bool:
+    """Replace an unrunnable schedule/retry entry with its dead entry (raw kept)."""
+    now = time.time()
+    script_keys = [source, keys.dead, keys.stats_failed, keys.stats_failed_on(today(now))]
+    return bool(await script("bury").run(redis, script_keys, [entry, dead_entry, now, DAY_STAT_TTL]))

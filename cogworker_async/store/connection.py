@@ -1,0 +1,35 @@
+"""Redis connections sized for a worker, and the server's capabilities."""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+
+from cogworker_async.settings import Settings
+
+
+def connect(settings: Settings, *, max_connections: int | None = None) -> Redis:
+    """An asyncio client with bounded socket timeouts (a dead link can't hang a duty)."""
+    return Redis.from_url(
+        settings.redis_url,
+        socket_timeout=settings.socket_timeout,
+        socket_connect_timeout=min(settings.socket_timeout, 5.0),
+        max_connections=max_connections,
+        decode_responses=False,
+        health_check_interval=0,
+    )
+
+
+def blocking_timeout(settings: Settings) -> float:
+    """The blocking-fetch timeout: the idle fallback interval, below the socket timeout."""
+    return settings.fetch_idle_max_interval
+
+
+async def server_version(redis: Redis) -> tuple[int, ...]:
+    """The server's version; connection errors propagate so the caller asks again later."""
+    info = await redis.info("server")
+    raw = str(info.get("redis_version", "0"))
+    parts = []
+    for piece in raw.split("."):
+        digits = "".join(ch for ch in piece if ch.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)

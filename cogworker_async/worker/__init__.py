@@ -1,0 +1,1 @@
+"""The worker: processors, the coalescing fetcher, and the background duties."""

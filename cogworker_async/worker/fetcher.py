@@ -1,0 +1,253 @@
+"""The coalescing fetcher: every processor's round trips become one script call.
+
+Processors call ``get()`` for their next job and ``ack()`` when one succeeds.
+Underneath, one loop gathers whatever acks and demand piled up while its
+previous call was in flight and sends them as one ``fetch.lua`` call, which
+acknowledges the finished jobs and moves new ones into the in-progress list
+atomically. When the queues run dry, a second loop blocks on its own
+connection — ``BLMOVE`` for one queue, ``BZPOPMIN`` on the queues' wake-up
+markers for several, ``BRPOP`` in basic mode — so an idle worker picks a job
+up within milliseconds without polling.
+
+Invariant: a job handed to a processor is on the in-progress list first
+(reliable mode); one fetched but not yet handed out is still on that list and
+is requeued on shutdown like any other.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections import deque
+from collections.abc import Callable, Sequence
+
+import anyio
+from redis.asyncio import Redis
+
+from cogworker_async.keys import Keys
+from cogworker_async.settings import QueueSpec
+from cogworker_async.store import commands
+from cogworker_async.store.commands import Ack
+from cogworker_async.store.faults import OutageLog, is_outage
+from cogworker_async.timing import idle_backoff
+
+MAX_BATCH = 100
+
+
+def weighted_order(specs: Sequence[QueueSpec], strict: bool, rng: random.Random) -> list[str]:
+    """Queue names in the order to try: as given (strict), or shuffled by weight."""
+    if strict or len(specs) == 1:
+        return [s.name for s in specs]
+    pool = [s.name for s in specs for _ in range(s.weight)]
+    rng.shuffle(pool)
+    return list(dict.fromkeys(pool))
+
+
+class Fetcher:
+    def __init__(
+        self,
+        redis: Redis,
+        blocking_redis: Redis,
+        keys: Keys,
+        *,
+        identity: str,
+        queues: Sequence[QueueSpec],
+        strict_order: bool,
+        reliable: bool,
+        idle_max: float,
+        logger: logging.Logger,
+        rng: random.Random,
+        on_missing_ack: Callable[[Ack], None],
+    ) -> None:
+        self._redis = redis
+        self._blocking = blocking_redis
+        self._keys = keys
+        self._identity = identity
+        self._specs = list(queues)
+        self._strict = strict_order
+        self.reliable = reliable
+        self._idle_max = idle_max
+        self._log = logger
+        self._rng = rng
+        self._on_missing_ack = on_missing_ack
+        self._ready: deque[bytes] = deque()
+        self._waiters: deque[asyncio.Future[bytes | None]] = deque()
+        self._acks: list[Ack] = []
+        self._resent: set[bytes] = set()
+        self.inflight_acks: list[Ack] = []
+        self._kick = asyncio.Event()
+        self._starving = asyncio.Event()
+        self._closed = False
+        self._paused: set[str] = set()
+        self._outage = OutageLog("Fetch", logger)
+
+    # --- processors' side -------------------------------------------------
+    async def get(self) -> bytes | None:
+        """The next job (already in progress), or None once the fetcher is closed."""
+        if self._ready:
+            return self._ready.popleft()
+        if self._closed:
+            return None
+        future: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
+        self._waiters.append(future)
+        self._kick.set()
+        try:
+            return await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled() and future.result() is not None:
+                # Handed a job in the instant we were cancelled: keep it for another.
+                self._ready.appendleft(future.result())  # type: ignore[arg-type]
+            else:
+                future.cancel()
+            raise
+
+    def ack(self, raw: bytes, jid: str) -> None:
+        """Acknowledge a finished job with the next call (batched)."""
+        self._acks.append(Ack(raw, jid))
+        self._kick.set()
+
+    @property
+    def held(self) -> list[bytes]:
+        """Jobs fetched but not yet handed to a processor."""
+        return list(self._ready)
+
+    def take_pending_acks(self) -> list[Ack]:
+        acks, self._acks = [*self.inflight_acks, *self._acks], []
+        self.inflight_acks = []
+        return acks
+
+    def close(self) -> None:
+        """Stop handing out jobs: waiting processors get None."""
+        self._closed = True
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+        self._kick.set()
+        self._starving.set()
+
+    def _deliver(self, job: bytes) -> None:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(job)
+                return
+        self._ready.append(job)
+
+    def _want(self) -> int:
+        if self._closed:
+            return 0
+        waiting = sum(1 for w in self._waiters if not w.done())
+        return max(0, min(MAX_BATCH, waiting - len(self._ready)))
+
+    def _order(self) -> list[str]:
+        specs = [s for s in self._specs if s.name not in self._paused]
+        return weighted_order(specs, self._strict, self._rng)
+
+    # --- the batching loop ----------------------------------------------------
+    async def batch_loop(self) -> None:
+        """Send acks and demand as one call whenever either is waiting."""
+        while True:
+            await self._kick.wait()
+            self._kick.clear()
+            want = self._want()
+            if not self._acks and want == 0:
+                continue
+            acks, self._acks = self._acks, []
+            self.inflight_acks = acks
+            try:
+                result = await commands.fetch(
+                    self._redis,
+                    self._keys,
+                    identity=self._identity,
+                    queues=self._order() if want else [],
+                    want=want,
+                    acks=acks,
+                    reliable=self.reliable,
+                )
+            except Exception as exc:
+                self.inflight_acks = []
+                self._acks[:0] = acks
+                # The call may have run before the link dropped: a resent ack
+                # finding its job gone is then no sign of a second run.
+                self._resent.update(a.raw for a in acks)
+                if is_outage(exc):
+                    self._outage.failed(exc)
+                else:
+                    self._log.exception("fetch failed (a bug: please report it)")
+                await anyio.sleep(0.2 + 0.3 * self._rng.random())
+                self._kick.set()
+                continue
+            self.inflight_acks = []
+            self._outage.succeeded()
+            for missing in result.missing_acks:
+                if missing.raw in self._resent:
+                    continue
+                self._on_missing_ack(missing)
+            if self._resent:
+                self._resent.difference_update(a.raw for a in acks)
+            for job in result.jobs:
+                self._deliver(job)
+            if want and len(result.jobs) < want:
+                self._starving.set()
+            elif self._want():
+                self._kick.set()
+
+    # --- the blocking loop ----------------------------------------------------
+    async def block_loop(self) -> None:
+        """While processors starve, block on Redis until work arrives."""
+        streak = 0
+        while True:
+            await self._starving.wait()
+            if self._closed:
+                return
+            try:
+                got = await self._block_once(streak)
+            except Exception as exc:
+                if is_outage(exc):
+                    self._outage.failed(exc)
+                else:
+                    self._log.exception("blocking fetch failed (a bug: please report it)")
+                await anyio.sleep(0.2 + 0.3 * self._rng.random())
+                continue
+            streak = 0 if got else streak + 1
+            if self._want() == 0 or got:
+                self._starving.clear()
+                self._kick.set()
+
+    async def _block_once(self, streak: int) -> bool:
+        """One blocking wait; True when it brought work (or a wake-up)."""
+        paused = await self._redis.smembers(self._keys.paused)
+        self._paused = {p.decode() if isinstance(p, bytes) else p for p in paused}
+        names = [s.name for s in self._specs if s.name not in self._paused]
+        if not names:
+            await anyio.sleep(idle_backoff(streak, self._idle_max, self._rng))
+            return False
+        if not self.reliable:
+            reply = await self._blocking.brpop(
+                [self._keys.queue(n) for n in self._order()], timeout=self._idle_max
+            )
+            if reply is None:
+                return False
+            self._deliver(reply[1])
+            return True
+        if len(names) == 1:
+            job = await self._blocking.blmove(
+                self._keys.queue(names[0]),
+                self._keys.in_progress(self._identity),
+                self._idle_max,
+                "RIGHT",
+                "LEFT",
+            )
+            if job is None:
+                return False
+            self._deliver(job)
+            return True
+        timeout = idle_backoff(streak, self._idle_max, self._rng)
+        marker = await self._blocking.bzpopmin([self._keys.wakeup(n) for n in names], timeout)
+        # Woken or timed out, look once: a producer that doesn't touch the
+        # marker still gets its job run within fetch_idle_max_interval.
+        self._starving.clear()
+        self._kick.set()
+        return marker is not None

@@ -1,0 +1,135 @@
+"""The heartbeat: this process says it is alive, independently of its event loop.
+
+It runs in its own thread with its own blocking connection, so a handler that
+hogs the event loop (a CPU-bound ``async def``) cannot make a live process
+look dead and have its jobs recovered while they still run. One
+``heartbeat.lua`` call writes the presence key, the last-beat stamp on Redis's
+clock, the in-progress registry entry, the live-queue stamps, the workers
+hash and the process set.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+import redis
+
+from cogworker_async.keys import Keys
+from cogworker_async.settings import Settings
+from cogworker_async.store.faults import OutageLog, is_outage
+from cogworker_async.store.scripts import script
+
+VERSION = "0.1.0"
+
+
+class Heartbeat:
+    def __init__(
+        self,
+        settings: Settings,
+        keys: Keys,
+        *,
+        identity: str,
+        queues: list[str],
+        reliable: Callable[[], bool],
+        busy: Callable[[], dict[str, Any]],
+        logger: logging.Logger,
+    ) -> None:
+        self._settings = settings
+        self._keys = keys
+        self.identity = identity
+        self._queues = queues
+        self._reliable = reliable
+        self._busy = busy
+        self._log = logger
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._redis = redis.Redis.from_url(
+            settings.redis_url,
+            socket_timeout=min(settings.socket_timeout, settings.heartbeat_interval * 2),
+            socket_connect_timeout=min(settings.socket_timeout, 5.0),
+        )
+        self.started_at = time.time()
+        self.last_stamp: float | None = None
+        self._outage = OutageLog("Heartbeat", logger)
+
+    def info(self) -> bytes:
+        busy = self._busy()
+        return orjson.dumps(
+            {
+                "identity": self.identity,
+                "hostname": socket.gethostname(),
+                "pid": os.getpid(),
+                "queues": self._queues,
+                "concurrency": self._settings.concurrency,
+                "started_at": self.started_at,
+                "busy": len(busy),
+                "version": VERSION,
+            }
+        )
+
+    def beat_once(self) -> float:
+        """One beat (blocking); raises on a Redis error."""
+        workers = self._busy()
+        beat = {
+            "identity": self.identity,
+            "info": self.info().decode(),
+            "ttl_ms": int(self._settings.heartbeat_ttl * 1000),
+            "clock": time.time(),
+            "queues": self._queues,
+            "workers": workers,
+            "reliable": self._reliable(),
+        }
+        keys = [
+            self._keys.process(self.identity),
+            self._keys.last_beat,
+            self._keys.in_progress_identities,
+            self._keys.live_queues,
+            self._keys.workers(self.identity),
+            self._keys.processes,
+        ]
+        stamp = float(script("heartbeat").run_sync(self._redis, keys, [orjson.dumps(beat)]))
+        self.last_stamp = stamp
+        return stamp
+
+    def start(self) -> None:
+        self._thread = threading.Thread(
+            target=self._loop, name=f"cogworker-heartbeat-{self.identity}", daemon=True
+        )
+        self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._settings.heartbeat_interval):
+            try:
+                self.beat_once()
+            except Exception as exc:
+                if is_outage(exc):
+                    self._outage.failed(exc)
+                else:
+                    self._log.exception("heartbeat failed (a bug: please report it)")
+            else:
+                self._outage.succeeded()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self._settings.socket_timeout + 1)
+
+    def deregister(self, *, list_empty: bool) -> None:
+        """Remove this process's liveness keys (after its own list was requeued)."""
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.delete(self._keys.process(self.identity), self._keys.workers(self.identity))
+        pipe.srem(self._keys.processes, self.identity)
+        if list_empty:
+            pipe.hdel(self._keys.last_beat, self.identity)
+            pipe.srem(self._keys.in_progress_identities, self.identity)
+        pipe.execute()
+
+    def close(self) -> None:
+        self._redis.close()

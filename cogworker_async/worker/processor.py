@@ -1,0 +1,139 @@
+"""One processor: take a job, run it through the middleware chain, settle it.
+
+A cancellation (shutdown) is never a failure: it spends no retry, and the job
+stays on the in-progress list for the shutdown's requeue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import time
+from typing import Any
+
+import anyio
+
+from cogworker_async import payload
+from cogworker_async.context import JobContext, set_current
+from cogworker_async.errors import JobTimeout, UnknownJob
+from cogworker_async.jobs import JobFunction, JobRegistry
+from cogworker_async.middleware import ServerMiddleware, wrap_server_chain
+from cogworker_async.worker.fetcher import Fetcher
+from cogworker_async.worker.settlement import Settler
+
+
+class RunningJob:
+    """What a processor runs now (its raw bytes are how it is known on the list)."""
+
+    __slots__ = ("job", "raw", "started")
+
+    def __init__(self, raw: bytes, job: dict[str, Any] | None, started: float) -> None:
+        self.raw = raw
+        self.job = job
+        self.started = started
+
+
+class Processors:
+    """Shared state of a worker's processors, and the loop each one runs."""
+
+    def __init__(
+        self,
+        fetcher: Fetcher,
+        settler: Settler,
+        registry: JobRegistry,
+        middleware: list[ServerMiddleware],
+        *,
+        default_timeout: float | None,
+        concurrency: int,
+        logger: logging.Logger,
+    ) -> None:
+        self._fetcher = fetcher
+        self._settler = settler
+        self._registry = registry
+        self._middleware = middleware
+        self._default_timeout = default_timeout
+        self._log = logger
+        self._debug = logger.isEnabledFor(logging.DEBUG)
+        self.running: dict[int, RunningJob] = {}
+        self.thread_limiter = anyio.CapacityLimiter(concurrency)
+
+    async def run(self, slot: int) -> None:
+        """Run jobs until the fetcher is closed."""
+        fetcher = self._fetcher
+        while True:
+            raw = await fetcher.get()
+            if raw is None:
+                return
+            await self.process(slot, raw)
+
+    async def process(self, slot: int, raw: bytes) -> None:
+        try:
+            job = payload.decode(raw)
+        except payload.PayloadError as exc:
+            self._log.error("unparseable job buried in dead (%s): %.200r", exc, raw)
+            await self._settler.file(self._settler.unparseable_filing(raw, str(exc)))
+            return
+        self.running[slot] = RunningJob(raw, job, time.time())
+        try:
+            await self._run(job)
+        except Exception as exc:
+            self._log.warning(
+                "jid=%s %s failed: %s: %s", job["jid"], job["class"], type(exc).__name__, exc
+            )
+            await self._settler.file(self._settler.failure_filing(raw, job, exc))
+        else:
+            self._fetcher.ack(raw, job["jid"])
+        finally:
+            del self.running[slot]
+
+    async def _run(self, job: dict[str, Any]) -> None:
+        function = self._registry.get(job["class"])
+        if function is None:
+            raise UnknownJob(f"no handler registered for {job['class']!r}")
+        set_current(
+            JobContext(
+                job["jid"], job["class"], job["queue"], int(job.get("retry_count") or 0),
+                job.get("enqueued_at"), job,
+            )
+        )
+        if self._debug:
+            self._log.debug("jid=%s %s start queue=%s", job["jid"], job["class"], job["queue"])
+        timeout = job.get("timeout") or function.defaults.timeout or self._default_timeout
+        if self._middleware:
+            call = wrap_server_chain(
+                self._middleware, job, functools.partial(self._invoke, function, job, timeout)
+            )
+            await call()
+        else:
+            await self._invoke(function, job, timeout)
+
+    async def _invoke(
+        self, function: JobFunction[Any, Any], job: dict[str, Any], timeout: float | None
+    ) -> None:
+        args = job.get("args") or ()
+        kwargs = job.get("kwargs") or {}
+        if timeout is None:
+            await self._call(function, args, kwargs)
+            return
+        try:
+            async with asyncio.timeout(float(timeout)) as scope:
+                await self._call(function, args, kwargs)
+        except TimeoutError:
+            if scope.expired():
+                raise JobTimeout(f"ran past its timeout of {timeout} s") from None
+            raise
+
+    async def _call(
+        self, function: JobFunction[Any, Any], args: Any, kwargs: dict[str, Any]
+    ) -> None:
+        if function.is_async:
+            await function.fn(*args, **kwargs)
+        else:
+            # A plain def runs in a thread so it can't stall the loop; on timeout
+            # or shutdown the thread is abandoned (Python can't kill it).
+            await anyio.to_thread.run_sync(
+                functools.partial(function.fn, *args, **kwargs),
+                abandon_on_cancel=True,
+                limiter=self.thread_limiter,
+            )

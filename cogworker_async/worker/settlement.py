@@ -1,0 +1,139 @@
+"""Filing failed jobs: retry with backoff, dead when out of retries, or discard.
+
+A filing whose Redis call fails with an outage is kept *pending* in memory and
+finished later by reconciliation: a job that ran is never run again because
+settling it failed. A shutdown that still can't file one leaves it on the
+in-progress list (kept, never requeued), where recovery will find it.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import traceback
+from typing import Any
+
+import orjson
+from redis.asyncio import Redis
+
+from cogworker_async import payload
+from cogworker_async.keys import Keys
+from cogworker_async.settings import Settings
+from cogworker_async.store import commands
+from cogworker_async.store.commands import Filing
+from cogworker_async.store.faults import is_outage
+from cogworker_async.timing import retry_backoff
+
+DUPLICATE_WARNING = "recovered while still running here: it may have run twice"
+
+
+def retry_limit(job: dict[str, Any], settings: Settings) -> int | None:
+    """How many retries this job gets; None means "discard on failure" (``retry: False``)."""
+    option = job.get("retry")
+    if option is False:
+        return None
+    if option is True or option is None:
+        return settings.max_retries
+    if isinstance(option, int) and option >= 0:
+        return option
+    return settings.max_retries
+
+
+def error_class_name(exc: BaseException) -> str:
+    return type(exc).__name__
+
+
+class Settler:
+    """Builds and files failure records; keeps the ones Redis refused for later."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        keys: Keys,
+        settings: Settings,
+        *,
+        identity: str,
+        logger: logging.Logger,
+        rng: random.Random,
+    ) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._settings = settings
+        self._identity = identity
+        self._log = logger
+        self._rng = rng
+        self.pending: dict[bytes, Filing] = {}
+        self.duplicates_suspected = 0
+
+    def failure_filing(self, raw: bytes, job: dict[str, Any], exc: BaseException) -> Filing:
+        now = time.time()
+        limit = retry_limit(job, self._settings)
+        count = int(job["retry_count"]) + 1 if isinstance(job.get("retry_count"), int) else 0
+        job = dict(job)
+        message = str(exc) or repr(exc)
+        job["error_class"] = error_class_name(exc)
+        job["error_message"] = message[: self._settings.error_message_max]
+        if "failed_at" in job:
+            job["retried_at"] = now
+        else:
+            job["failed_at"] = now
+        job["retry_count"] = count
+        if job.get("backtrace"):
+            frames = traceback.format_exception(exc)
+            job["error_backtrace"] = "".join(frames)[-4000:]
+        if limit is None:
+            self._log.warning(
+                "jid=%s %s failed (%s) and has retry=False: discarded, not run again",
+                job.get("jid"), job.get("class"), job["error_class"],
+            )
+            return Filing(raw, str(job.get("jid", "")), None, now, b"")
+        if count < limit:
+            at = now + retry_backoff(count, self._rng)
+            return Filing(raw, str(job["jid"]), self._keys.retry, at, orjson.dumps(job))
+        return Filing(raw, str(job["jid"]), self._keys.dead, now, orjson.dumps(job))
+
+    def unparseable_filing(self, raw: bytes, reason: str) -> Filing:
+        return Filing(raw, "", self._keys.dead, time.time(), payload.unparseable_entry(raw, reason))
+
+    async def file(self, filing: Filing) -> None:
+        """File now, or keep it pending if Redis is unreachable."""
+        try:
+            await self._file(filing)
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            self.pending[filing.raw] = filing
+            self._log.warning(
+                "jid=%s: could not file its failure (%s): kept pending, filed when Redis is back",
+                filing.jid, type(exc).__name__,
+            )
+
+    async def _file(self, filing: Filing) -> None:
+        filed = await commands.file(
+            self._redis,
+            self._keys,
+            identity=self._identity,
+            filing=filing,
+            dead_max_jobs=self._settings.dead_max_jobs,
+            dead_timeout=self._settings.dead_timeout,
+        )
+        if not filed:
+            self.note_duplicate(filing.jid)
+
+    def note_duplicate(self, jid: str) -> None:
+        self.duplicates_suspected += 1
+        self._log.warning("jid=%s %s", jid, DUPLICATE_WARNING)
+
+    async def settle_pending(self) -> int:
+        """Try every pending filing once; returns how many are still pending."""
+        for raw, filing in list(self.pending.items()):
+            try:
+                await self._file(filing)
+            except Exception as exc:
+                if is_outage(exc):
+                    break
+                self._log.exception("jid=%s: filing its failure failed", filing.jid)
+                continue
+            self.pending.pop(raw, None)
+        return len(self.pending)

@@ -1,0 +1,355 @@
+"""``Worker``: the lifecycle of one worker process (or one embedded worker).
+
+Order of life: resolve the fetch mode, beat once, then start the duties and
+the processors. On stop: no more fetching; running jobs get
+``shutdown_timeout``; then they are cancelled (not a failure) and this
+process's own in-progress list is requeued at once, shielded, except jobs
+that finished but whose ack is still pending (dropped: that is their ack) and
+failures that could not be filed (kept on the list for recovery). Only then do
+the heartbeat keys go.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import socket
+from collections.abc import Iterable, Sequence
+from types import TracebackType
+from typing import Any
+
+import anyio
+import orjson
+from anyio.abc import TaskGroup, TaskStatus
+
+from cogworker_async.jobs import JobRegistry, JobSpec
+from cogworker_async.keys import Keys
+from cogworker_async.middleware import ServerMiddleware
+from cogworker_async.settings import Settings
+from cogworker_async.store import commands
+from cogworker_async.store.commands import Ack
+from cogworker_async.store.connection import connect, server_version
+from cogworker_async.store.faults import OutageLog, is_outage
+from cogworker_async.timing import jittered, scaled_poll_interval
+from cogworker_async.worker.fetcher import Fetcher
+from cogworker_async.worker.heartbeat import Heartbeat
+from cogworker_async.worker.processor import Processors
+from cogworker_async.worker.scheduler import ScheduledPoller
+from cogworker_async.worker.service import run_duty
+from cogworker_async.worker.settlement import Settler
+
+MIN_RELIABLE_VERSION = (6, 2)
+FINISH_BOUND = 10.0
+RECONCILE_INTERVAL = 5.0
+
+log = logging.getLogger("cogworker_async.worker")
+
+
+def new_identity() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
+
+
+class Worker:
+    """Runs jobs from Redis. ``await worker.run()``, or ``async with worker:`` beside an app."""
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        jobs: Iterable[JobSpec] = (),
+        middleware: Sequence[ServerMiddleware] = (),
+        logger: logging.Logger | None = None,
+    ) -> None:
+        self.settings = settings or Settings()
+        self.keys = Keys(self.settings.namespace)
+        self.registry = JobRegistry(jobs)
+        self.middleware = list(middleware)
+        self.identity = new_identity()
+        self.log = logger or log
+        self._rng = random.Random()
+        self._stopping = anyio.Event()
+        self._force = anyio.Event()
+        self._started = anyio.Event()
+        self._stop_requested = False
+        self._reliable = True
+        self._task_group: TaskGroup | None = None
+        self.processors: Processors | None = None
+        self.fetcher: Fetcher | None = None
+        self.settler: Settler | None = None
+        self.heartbeat: Heartbeat | None = None
+
+    # --- control -----------------------------------------------------------
+    def stop(self) -> None:
+        """Ask for a graceful stop; a second call skips the wait for running jobs."""
+        if self._stop_requested:
+            self._force.set()
+        self._stop_requested = True
+        self._stopping.set()
+
+    @property
+    def started(self) -> anyio.Event:
+        """Set once the worker has beaten and its processors fetch."""
+        return self._started
+
+    async def __aenter__(self) -> Worker:
+        self._task_group = anyio.create_task_group()
+        await self._task_group.__aenter__()
+        await self._task_group.start(self._run_started)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        self.stop()
+        assert self._task_group is not None
+        return await self._task_group.__aexit__(exc_type, exc, tb)
+
+    async def _run_started(self, *, task_status: TaskStatus[None]) -> None:
+        await self.run(task_status=task_status)
+
+    # --- the run ---------------------------------------------------------------
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Run until ``stop()`` or cancellation; returns after the shutdown is complete."""
+        settings = self.settings
+        redis = connect(settings, max_connections=None)
+        blocking = connect(settings, max_connections=2)
+        try:
+            await self._resolve_mode(redis)
+            if self._stopping.is_set():
+                task_status.started()
+                return
+            self.settler = Settler(
+                redis, self.keys, settings, identity=self.identity, logger=self.log, rng=self._rng
+            )
+            self.fetcher = Fetcher(
+                redis, blocking, self.keys,
+                identity=self.identity,
+                queues=settings.queue_specs,
+                strict_order=settings.strict_order,
+                reliable=self._reliable,
+                idle_max=settings.fetch_idle_max_interval,
+                logger=self.log,
+                rng=self._rng,
+                on_missing_ack=lambda ack: self.settler.note_duplicate(ack.jid)  # type: ignore[union-attr]
+            )
+            self.processors = Processors(
+                self.fetcher, self.settler, self.registry, self.middleware,
+                default_timeout=settings.job_timeout,
+                concurrency=settings.concurrency,
+                logger=self.log,
+            )
+            self.heartbeat = Heartbeat(
+                settings, self.keys,
+                identity=self.identity,
+                queues=[s.name for s in settings.queue_specs],
+                reliable=lambda: self._reliable,
+                busy=self._busy_snapshot,
+                logger=self.log,
+            )
+            await self._first_beat()
+            self.heartbeat.start()
+            self.log.info(
+                "worker %s started: %d processors, queues %s, %s fetch, %d job types",
+                self.identity, settings.concurrency, ",".join(settings.queues),
+                "reliable" if self._reliable else "basic", len(self.registry),
+            )
+            try:
+                async with anyio.create_task_group() as duties:
+                    duties.start_soon(self.fetcher.batch_loop)
+                    duties.start_soon(self.fetcher.block_loop)
+                    self._start_duties(duties, redis)
+                    async with anyio.create_task_group() as procs:
+                        for slot in range(settings.concurrency):
+                            procs.start_soon(self.processors.run, slot)
+                        procs.start_soon(self._watch_for_stop, procs)
+                        self._started.set()
+                        task_status.started()
+                    duties.cancel_scope.cancel()
+            finally:
+                with anyio.CancelScope(shield=True):
+                    await self._finish(redis)
+        finally:
+            with anyio.CancelScope(shield=True):
+                if self.heartbeat is not None:
+                    await anyio.to_thread.run_sync(self.heartbeat.close)
+                await redis.aclose()
+                await blocking.aclose()
+            task_status.started() if not self._started.is_set() else None
+
+    async def _resolve_mode(self, redis: Any) -> None:
+        """Reliable unless configured basic or the server lacks BLMOVE (< 6.2); asked again
+        after a connection error rather than guessed while Redis is away."""
+        if self.settings.fetch == "basic":
+            self._reliable = False
+            return
+        outage = OutageLog("Start-up", self.log)
+        while not self._stopping.is_set():
+            try:
+                version = await server_version(redis)
+            except Exception as exc:
+                if not is_outage(exc):
+                    raise
+                outage.failed(exc)
+                with anyio.move_on_after(1.0):
+                    await self._stopping.wait()
+                continue
+            outage.succeeded()
+            if version[:2] < MIN_RELIABLE_VERSION:
+                if self.settings.fetch == "reliable":
+                    self.log.warning("Redis %s has no BLMOVE: reliable fetch unavailable", version)
+                self.log.warning(
+                    "Redis %s is older than 6.2: using basic fetch (BRPOP, at most once: "
+                    "a job running when its process crashes is lost)",
+                    ".".join(map(str, version)),
+                )
+                self._reliable = False
+            return
+
+    async def _first_beat(self) -> None:
+        assert self.heartbeat is not None
+        outage = OutageLog("Heartbeat", self.log)
+        while True:
+            try:
+                await anyio.to_thread.run_sync(self.heartbeat.beat_once)
+            except Exception as exc:
+                if not is_outage(exc):
+                    raise
+                outage.failed(exc)
+                await anyio.sleep(1.0)
+                continue
+            outage.succeeded()
+            return
+
+    def _start_duties(self, duties: TaskGroup, redis: Any) -> None:
+        settings = self.settings
+        poller = ScheduledPoller(redis, self.keys, self.log)
+        live = {"count": 1}
+
+        async def poll() -> None:
+            live["count"] = int(await redis.scard(self.keys.processes)) or 1
+            await poller.poll_once()
+
+        duties.start_soon(
+            lambda: run_duty(
+                "Scheduled poller", poll,
+                lambda: scaled_poll_interval(
+                    settings.scheduled_poll_interval, live["count"], self._rng
+                ),
+                self.log, rng=self._rng,
+                first_delay=self._rng.random() * min(1.0, settings.scheduled_poll_interval),
+            )
+        )
+        duties.start_soon(
+            lambda: run_duty(
+                "Reconcile", self._reconcile_once,
+                lambda: jittered(min(RECONCILE_INTERVAL, settings.orphan_check_interval), self._rng),
+                self.log, rng=self._rng,
+            )
+        )
+
+    async def _reconcile_once(self) -> None:
+        assert self.settler is not None
+        await self.settler.settle_pending()
+
+    def _busy_snapshot(self) -> dict[str, Any]:
+        processors = self.processors
+        if processors is None:
+            return {}
+        snapshot: dict[str, Any] = {}
+        for slot, running in list(processors.running.items()):
+            snapshot[str(slot)] = orjson.dumps(
+                {
+                    "queue": (running.job or {}).get("queue"),
+                    "payload": running.raw.decode("utf-8", "replace"),
+                    "run_at": running.started,
+                }
+            ).decode()
+        return snapshot
+
+    async def _watch_for_stop(self, procs: TaskGroup) -> None:
+        await self._stopping.wait()
+        assert self.fetcher is not None and self.processors is not None
+        self.fetcher.close()
+        self.log.info(
+            "worker %s stopping: waiting up to %.1f s for %d running job(s)",
+            self.identity, self.settings.shutdown_timeout, len(self.processors.running),
+        )
+        with anyio.move_on_after(self.settings.shutdown_timeout):
+            async with anyio.create_task_group() as waiters:
+                waiters.start_soon(self._wait_idle, waiters)
+                waiters.start_soon(self._wait_forced, waiters)
+        if self.processors.running:
+            self.log.warning(
+                "cancelling %d job(s) still running; they go back on their queues",
+                len(self.processors.running),
+            )
+        procs.cancel_scope.cancel()
+
+    async def _wait_idle(self, group: TaskGroup) -> None:
+        assert self.processors is not None
+        while self.processors.running:
+            await anyio.sleep(0.02)
+        group.cancel_scope.cancel()
+
+    async def _wait_forced(self, group: TaskGroup) -> None:
+        await self._force.wait()
+        group.cancel_scope.cancel()
+
+    async def _finish(self, redis: Any) -> None:
+        """Settle what can be settled, requeue the rest of our own list, deregister."""
+        if self.fetcher is None or self.heartbeat is None or self.settler is None:
+            return
+        finished: list[Ack] = []
+        list_empty = False
+        with anyio.move_on_after(FINISH_BOUND):
+            finished = self.fetcher.take_pending_acks()
+            if finished:
+                try:
+                    await commands.ack(redis, self.keys, identity=self.identity, acks=finished)
+                    finished = []
+                except Exception as exc:
+                    self.log.warning("final ack failed (%s): dropping them with the requeue", exc)
+            await self.settler.settle_pending()
+            keep = list(self.settler.pending)
+            if self._reliable:
+                result = await self._requeue_own(redis, finished, keep)
+                list_empty = result is not None and not keep and result.failed == 0
+            else:
+                list_empty = True
+        self.heartbeat.stop()
+        try:
+            await anyio.to_thread.run_sync(lambda: self.heartbeat.deregister(list_empty=list_empty))  # type: ignore[union-attr]
+        except Exception as exc:
+            self.log.warning("could not remove heartbeat keys (%s); they expire by themselves", exc)
+        self.log.info("worker %s stopped", self.identity)
+
+    async def _requeue_own(
+        self, redis: Any, finished: list[Ack], keep: list[bytes]
+    ) -> commands.RequeueResult | None:
+        for attempt in range(3):
+            try:
+                result = await commands.requeue(
+                    redis, self.keys,
+                    identity=self.identity,
+                    threshold=None,
+                    default_queue=self.settings.queue_specs[0].name,
+                    max_orphanings=self.settings.max_orphanings,
+                    live_window=2 * self.settings.heartbeat_ttl,
+                    finished=[a.raw for a in finished],
+                    keep=keep,
+                )
+            except Exception as exc:
+                self.log.warning("requeue of own jobs failed (%s), attempt %d", exc, attempt + 1)
+                await anyio.sleep(0.5)
+                continue
+            if result.moved:
+                self.log.info("requeued %d unfinished job(s) of %s", result.moved, self.identity)
+            return result
+        self.log.error(
+            "could not requeue this process's unfinished jobs: orphan recovery will bring them back"
+        )
+        return None

@@ -1,0 +1,37 @@
+-- file: settles a failed job, moving it from the in-progress list into the
+-- retry or dead set (or discarding it), and counts it, in one atomic step.
+--
+-- KEYS[1] = the process's in-progress list
+-- KEYS[2] = where it goes: the retry or the dead sorted set
+-- KEYS[3] = the job's orphan counter
+-- KEYS[4] = stats:processed, KEYS[5] = stats:failed
+-- KEYS[6] = stats:processed:<today>, KEYS[7] = stats:failed:<today>
+-- ARGV[1] = the job exactly as fetched
+-- ARGV[2] = score (epoch s: when to retry, or when it failed)
+-- ARGV[3] = the entry to file ("" = discard: `retry: False`)
+-- ARGV[4] = 1 when KEYS[2] is the dead set (trim it), else 0
+-- ARGV[5] = dead-set cap (entries), ARGV[6] = dead-set cutoff (epoch s)
+-- ARGV[7] = per-day stat TTL (s)
+-- Returns 1 when filed; 0 when the job was no longer on the list (recovery
+-- requeued it while it ran here: it will run again, so it is not filed).
+-- Written before removed: a script stopped halfway keeps the job somewhere.
+
+if not redis.call("LPOS", KEYS[1], ARGV[1]) then
+  return 0
+end
+if ARGV[3] ~= "" then
+  redis.call("ZADD", KEYS[2], ARGV[2], ARGV[3])
+  if ARGV[4] == "1" then
+    redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", "(" .. ARGV[6])
+    redis.call("ZREMRANGEBYRANK", KEYS[2], 0, -(tonumber(ARGV[5]) + 1))
+  end
+end
+redis.call("LREM", KEYS[1], -1, ARGV[1])
+redis.pcall("DEL", KEYS[3])
+local day_ttl = tonumber(ARGV[7])
+for _, key in ipairs({KEYS[4], KEYS[5], KEYS[6], KEYS[7]}) do
+  redis.call("INCR", key)
+end
+redis.call("EXPIRE", KEYS[6], day_ttl)
+redis.call("EXPIRE", KEYS[7], day_ttl)
+return 1

@@ -1,0 +1,32 @@
+-- heartbeat: everything a live process says about itself, in one step.
+--
+-- KEYS[1] = presence key (process:<identity>), KEYS[2] = last_beat hash
+-- KEYS[3] = in_progress_identities set, KEYS[4] = live_queues sorted set
+-- KEYS[5] = workers:<identity> hash, KEYS[6] = processes set
+-- ARGV[1] = JSON object {identity, info, ttl_ms, clock, queues: [...],
+--            workers: {slot: json}, reliable: bool}
+-- Returns the stamp written (Redis's clock, epoch s; the caller's clock only
+-- if TIME is refused), so liveness never depends on hosts' clocks agreeing.
+
+local beat = cjson.decode(ARGV[1])
+if redis.replicate_commands then redis.replicate_commands() end
+local now = tonumber(beat["clock"])
+local ok, time = pcall(redis.call, "TIME")
+if ok then
+  now = tonumber(time[1]) + tonumber(time[2]) / 1000000
+end
+redis.call("SET", KEYS[1], beat["info"], "PX", beat["ttl_ms"])
+redis.call("HSET", KEYS[2], beat["identity"], string.format("%.6f", now))
+if beat["reliable"] then
+  redis.call("SADD", KEYS[3], beat["identity"])
+end
+for _, queue in ipairs(beat["queues"]) do
+  redis.call("ZADD", KEYS[4], now, queue)
+end
+redis.call("DEL", KEYS[5])
+for slot, work in pairs(beat["workers"]) do
+  redis.call("HSET", KEYS[5], slot, work)
+end
+redis.call("PEXPIRE", KEYS[5], beat["ttl_ms"])
+redis.call("SADD", KEYS[6], beat["identity"])
+return string.format("%.6f", now)

@@ -1,0 +1,139 @@
+-- requeue: puts the jobs of one process's in-progress list back on their
+-- queues — a dead process's (orphan recovery) or this process's own (on
+-- shutdown) — in one atomic call.
+--
+-- KEYS[1] = the in-progress list, KEYS[2] = its owner's presence key
+-- KEYS[3] = last_beat hash, KEYS[4] = repeat_orphans list, KEYS[5] = dead set
+-- KEYS[6] = queues set, KEYS[7] = live_queues sorted set
+-- ARGV[1] = JSON object:
+--   identity        the list's owner
+--   threshold       seconds since its last beat before it counts as dead, or
+--                   false to requeue unconditionally (own list, on shutdown)
+--   clock           the caller's clock (epoch s), used only if TIME is refused
+--   queue_prefix, wakeup_prefix, default_queue   (see requeue_job)
+--   counter_prefix, counter_ttl, max_orphanings  (orphan counting)
+--   live_window     a queue stamped by a live process this recently is read
+-- ARGV[2..] = marks: "d:<job>" finished jobs whose ack failed (dropped: that
+--   is their ack), "k:<job>" jobs to leave on the list.
+-- Returns {-1, 0, 0} when the owner is alive after all (nothing touched), else
+-- {moved, failed, u, <u queue names no live process reads>...,
+--  <jobs filed raw into dead because the parking list was unusable>...}.
+--
+-- Why one script: checked apart from the requeue, an owner that beat in
+-- between would lose jobs it is still running to a second run; and two
+-- processes recovering one list can't both move a job.
+--- @include requeue_job
+
+local cfg = cjson.decode(ARGV[1])
+if redis.replicate_commands then redis.replicate_commands() end
+local clock = tonumber(cfg["clock"])
+local clock_ok, clock_reply = pcall(redis.call, "TIME")
+if clock_ok then
+  clock = tonumber(clock_reply[1])
+end
+
+local recovering = cfg["threshold"] ~= false and cfg["threshold"] ~= nil
+if recovering then
+  if redis.call("EXISTS", KEYS[2]) == 1 then
+    return {-1, 0, 0}
+  end
+  -- A stamp that is not a number counts as none: the presence key decides.
+  local last = tonumber(redis.call("HGET", KEYS[3], cfg["identity"]) or "")
+  if last and clock - last <= tonumber(cfg["threshold"]) then
+    return {-1, 0, 0}
+  end
+end
+
+local finished, keep = {}, {}
+for i = 2, #ARGV do
+  local mark, job = string.sub(ARGV[i], 1, 2), string.sub(ARGV[i], 3)
+  if mark == "d:" then finished[job] = true else keep[job] = true end
+end
+
+local function jid_of(job)
+  local ok, decoded = pcall(cjson.decode, job)
+  if ok and type(decoded) == "table" and type(decoded["jid"]) == "string" then
+    return decoded["jid"]
+  end
+  return nil
+end
+
+local moved, failed = 0, 0
+local kept, buried, unlisted = {}, {}, {}
+-- One pass over the list as it stands, head first. Each job is written where
+-- it goes and only then removed: Redis does not roll back a script stopped
+-- by an error, so popping first would lose the job whenever the write failed.
+for _ = 1, redis.call("LLEN", KEYS[1]) do
+  local job = redis.call("LINDEX", KEYS[1], 0)
+  if not job then
+    break
+  end
+  if finished[job] then
+    redis.call("LPOP", KEYS[1])
+    local jid = jid_of(job)
+    if jid then redis.pcall("DEL", cfg["counter_prefix"] .. jid) end
+  elseif keep[job] then
+    kept[#kept + 1] = redis.call("LPOP", KEYS[1])
+  else
+    -- Only when recovering from a dead process: count how often this job was
+    -- orphaned and park it for `dead` past the limit, or a job that kills its
+    -- own process would come back after every crash, forever.
+    local counter, parked = nil, false
+    if recovering then
+      local jid = jid_of(job)
+      if jid then
+        counter = cfg["counter_prefix"] .. jid
+        local current = redis.pcall("GET", counter)
+        local count = type(current) == "string" and tonumber(current) or nil
+        if count == nil and current then
+          redis.pcall("DEL", counter) -- unusable: start over, never switch the limit off
+        end
+        if (count or 0) + 1 > tonumber(cfg["max_orphanings"]) then
+          parked = type(redis.pcall("RPUSH", KEYS[4], job)) == "number"
+          if not parked then
+            -- Parking list unusable: raw into dead, for the caller to complete.
+            parked = type(redis.pcall("ZADD", KEYS[5], clock, job)) == "number"
+            if parked then buried[#buried + 1] = job end
+          end
+        end
+      end
+    end
+    local written, queue = parked, nil
+    if not parked then
+      written, queue = pcall(requeue_job, job, cfg["queue_prefix"], cfg["wakeup_prefix"],
+        cfg["default_queue"])
+    end
+    if written and queue then
+      local seen = tonumber(redis.pcall("ZSCORE", KEYS[7], queue) or "")
+      if not seen or seen < clock - tonumber(cfg["live_window"]) then
+        redis.pcall("SADD", KEYS[6], queue)
+        unlisted[queue] = true
+      end
+    end
+    redis.call("LPOP", KEYS[1])
+    if written then
+      if counter then
+        redis.pcall("INCR", counter)
+        redis.pcall("EXPIRE", counter, cfg["counter_ttl"])
+      end
+      moved = moved + 1
+    else
+      -- Couldn't be written (its queue key of the wrong type): to the back,
+      -- so it doesn't hold up the jobs behind it; retried on the next pass.
+      redis.call("RPUSH", KEYS[1], job)
+      failed = failed + 1
+    end
+  end
+end
+for _, job in ipairs(kept) do
+  redis.call("RPUSH", KEYS[1], job)
+end
+local reply = {moved, failed, 0}
+for name in pairs(unlisted) do
+  reply[#reply + 1] = name
+  reply[3] = reply[3] + 1
+end
+for _, job in ipairs(buried) do
+  reply[#reply + 1] = job
+end
+return reply
