@@ -134,11 +134,11 @@ class Client:
             job, due = await self._build(target, args, kwargs, now)
             if job is None:
                 continue
-            encoded = payload.encode(job)
+            one = payload.encode(job)
             if due is not None:
-                scheduled[encoded] = due
+                scheduled[one] = due
             else:
-                by_queue[job["queue"]].append(encoded)
+                by_queue[job["queue"]].append(one)
             jids.append(str(job["jid"]))
         if not jids:
             return jids

@@ -17,17 +17,16 @@ ServerMiddleware = Callable[[JobDict, Next], Awaitable[None]]
 
 
 async def run_client_chain(chain: Sequence[ClientMiddleware], job: JobDict) -> JobDict | None:
-    current: JobDict | None = job
+    current: JobDict = job
     for middleware in chain:
-        current = await middleware(current)
-        if current is None:
+        changed = await middleware(current)
+        if changed is None:
             return None
+        current = changed
     return current
 
 
-def wrap_server_chain(
-    chain: Sequence[ServerMiddleware], job: JobDict, innermost: Next
-) -> Next:
+def wrap_server_chain(chain: Sequence[ServerMiddleware], job: JobDict, innermost: Next) -> Next:
     """``innermost`` wrapped by each middleware, the first one outermost."""
     call: Next = innermost
     for middleware in reversed(chain):

@@ -8,12 +8,13 @@ rules only hold while ``heartbeat_interval < heartbeat_ttl < orphan_threshold``.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 _QUEUE_SPEC = re.compile(r"^(?P<name>[A-Za-z0-9_.\-]+)(?::(?P<weight>\d+))?$")
 
@@ -53,7 +54,8 @@ class Settings(BaseSettings):
     redis_url: str = "redis://localhost:6379/0"
     namespace: str = Field(default="cogworker", min_length=1)
     concurrency: int = Field(default=10, ge=1, le=10_000)
-    queues: tuple[str, ...] = ("default",)
+    # NoDecode: from the environment, "a,b:3" (or a JSON list) is split below.
+    queues: Annotated[tuple[str, ...], NoDecode] = ("default",)
     strict_order: bool = False
     fetch: Literal["auto", "reliable", "basic"] = "auto"
     shutdown_timeout: float = Field(default=25.0, ge=0)
@@ -77,7 +79,9 @@ class Settings(BaseSettings):
     def _split_queues(cls, value: object) -> object:
         # From the environment a list arrives as "a,b:2" or as JSON.
         if isinstance(value, str):
-            return tuple(part for part in value.split(",") if part.strip())
+            if value.lstrip().startswith("["):
+                return tuple(json.loads(value))
+            return tuple(part.strip() for part in value.split(",") if part.strip())
         return value
 
     @field_validator("queues")

@@ -9,7 +9,10 @@ import random
 
 
 def retry_backoff(count: int, rng: random.Random) -> float:
-    """Seconds before retry number ``count`` (0-based): Sidekiq's ``count**4 + 15 + rand(10)*(count+1)``."""
+    """Seconds before retry number ``count`` (0-based).
+
+    Sidekiq's formula: ``count**4 + 15 + rand(10) * (count + 1)``.
+    """
     return float(count**4 + 15 + rng.randrange(10) * (count + 1))
 
 
@@ -22,7 +25,7 @@ def idle_backoff(streak: int, maximum: float, rng: random.Random) -> float:
     Starts at 0.25 s and doubles up to ``maximum``; jittered down by up to a
     quarter so that many idle processes do not poll in lockstep.
     """
-    base = min(maximum, IDLE_BACKOFF_START * (2 ** min(streak, 16)))
+    base = min(maximum, IDLE_BACKOFF_START * float(2 ** min(streak, 16)))
     return base * (0.75 + 0.25 * rng.random())
 
 

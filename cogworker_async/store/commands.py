@@ -174,9 +174,10 @@ async def requeue(
         keys.queues,
         keys.live_queues,
     ]
-    marks: list[EncodableArg] = [b"d:" + raw for raw in finished]
-    marks.extend(b"k:" + raw for raw in keep)
-    reply = await script("requeue").run(redis, script_keys, [orjson.dumps(config), *marks])
+    args: list[EncodableArg] = [orjson.dumps(config)]
+    args.extend(b"d:" + raw for raw in finished)
+    args.extend(b"k:" + raw for raw in keep)
+    reply = await script("requeue").run(redis, script_keys, args)
     moved, failed, unread = int(reply[0]), int(reply[1]), int(reply[2])
     if moved < 0:
         return RequeueResult(True, 0, 0, [], [])
@@ -184,9 +185,11 @@ async def requeue(
     return RequeueResult(False, moved, failed, names, list(reply[3 + unread :]))
 
 
-async def requeue_one(redis: Redis, keys: Keys, *, identity: str, raw: bytes, default_queue: str) -> bool:
+async def requeue_one(
+    redis: Redis, keys: Keys, *, identity: str, raw: bytes, default_queue: str
+) -> bool:
     """Put one in-progress job back on its queue if it is still listed."""
-    args = [raw, keys.queue_prefix, keys.wakeup_prefix, default_queue]
+    args: list[EncodableArg] = [raw, keys.queue_prefix, keys.wakeup_prefix, default_queue]
     return bool(await script("requeue_one").run(redis, [keys.in_progress(identity)], args))
 
 
@@ -220,4 +223,6 @@ async def bury(redis: Redis, keys: Keys, *, source: str, entry: bytes, dead_entr
     """Replace an unrunnable schedule/retry entry with its dead entry (raw kept)."""
     now = time.time()
     script_keys = [source, keys.dead, keys.stats_failed, keys.stats_failed_on(today(now))]
-    return bool(await script("bury").run(redis, script_keys, [entry, dead_entry, now, DAY_STAT_TTL]))
+    return bool(
+        await script("bury").run(redis, script_keys, [entry, dead_entry, now, DAY_STAT_TTL])
+    )

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from cogworker_async.settings import Settings
 
@@ -16,6 +18,9 @@ def connect(settings: Settings, *, max_connections: int | None = None) -> Redis:
         max_connections=max_connections,
         decode_responses=False,
         health_check_interval=0,
+        # No silent retries: a script call retried after its reply was lost
+        # would run twice. Every caller decides itself what a failure means.
+        retry=Retry(NoBackoff(), 0),
     )
 
 

@@ -56,7 +56,9 @@ class OutageLog:
     def failed(self, exc: BaseException) -> None:
         if self._since is None:
             self._since = time.monotonic()
-            self.logger.warning("%s: Redis unavailable (%s: %s)", self.duty, type(exc).__name__, exc)
+            self.logger.warning(
+                "%s: Redis unavailable (%s: %s)", self.duty, type(exc).__name__, exc
+            )
 
     def succeeded(self) -> None:
         if self._since is not None:

@@ -73,11 +73,11 @@ class Script:
         self, redis: Redis, keys: Sequence[str], args: Sequence[EncodableArg] = ()
     ) -> Any:
         try:
-            return await redis.evalsha(self.sha, len(keys), *keys, *args)  # type: ignore[misc]
+            return await redis.evalsha(self.sha, len(keys), *keys, *args)
         except NoScriptError:
             # Flushed (SCRIPT FLUSH, restart, failover): EVAL sends the text and
             # caches it again, so the next call is back to EVALSHA.
-            return await redis.eval(self.text, len(keys), *keys, *args)  # type: ignore[misc]
+            return await redis.eval(self.text, len(keys), *keys, *args)
 
     def run_sync(
         self, redis: sync_redis.Redis, keys: Sequence[str], args: Sequence[EncodableArg] = ()

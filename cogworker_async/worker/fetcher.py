@@ -35,6 +35,10 @@ from cogworker_async.timing import idle_backoff
 MAX_BATCH = 100
 
 
+def _as_bytes(value: bytes | str) -> bytes:
+    return value if isinstance(value, bytes) else value.encode()
+
+
 def weighted_order(specs: Sequence[QueueSpec], strict: bool, rng: random.Random) -> list[str]:
     """Queue names in the order to try: as given (strict), or shuffled by weight."""
     if strict or len(specs) == 1:
@@ -166,7 +170,7 @@ class Fetcher:
                     acks=acks,
                     reliable=self.reliable,
                 )
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - any failure: keep the acks, retry soon
                 self.inflight_acks = []
                 self._acks[:0] = acks
                 # The call may have run before the link dropped: a resent ack
@@ -204,7 +208,7 @@ class Fetcher:
                 return
             try:
                 got = await self._block_once(streak)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - the loop must outlive any one failure
                 if is_outage(exc):
                     self._outage.failed(exc)
                 else:
@@ -230,19 +234,19 @@ class Fetcher:
             )
             if reply is None:
                 return False
-            self._deliver(reply[1])
+            self._deliver(_as_bytes(reply[1]))
             return True
         if len(names) == 1:
             job = await self._blocking.blmove(
                 self._keys.queue(names[0]),
                 self._keys.in_progress(self._identity),
-                self._idle_max,
+                self._idle_max,  # type: ignore[arg-type]  # Redis takes fractional seconds
                 "RIGHT",
                 "LEFT",
             )
             if job is None:
                 return False
-            self._deliver(job)
+            self._deliver(_as_bytes(job))
             return True
         timeout = idle_backoff(streak, self._idle_max, self._rng)
         marker = await self._blocking.bzpopmin([self._keys.wakeup(n) for n in names], timeout)

@@ -20,6 +20,8 @@ from typing import Any
 
 import orjson
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
@@ -54,6 +56,7 @@ class Heartbeat:
             settings.redis_url,
             socket_timeout=min(settings.socket_timeout, settings.heartbeat_interval * 2),
             socket_connect_timeout=min(settings.socket_timeout, 5.0),
+            retry=Retry(NoBackoff(), 0),
         )
         self.started_at = time.time()
         self.last_stamp: float | None = None
@@ -108,7 +111,7 @@ class Heartbeat:
         while not self._stop.wait(self._settings.heartbeat_interval):
             try:
                 self.beat_once()
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - a beat failing must not end the beating
                 if is_outage(exc):
                     self._outage.failed(exc)
                 else:

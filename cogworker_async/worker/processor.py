@@ -77,7 +77,7 @@ class Processors:
         self.running[slot] = RunningJob(raw, job, time.time())
         try:
             await self._run(job)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the job's own failure, whatever it is
             self._log.warning(
                 "jid=%s %s failed: %s: %s", job["jid"], job["class"], type(exc).__name__, exc
             )
@@ -93,8 +93,12 @@ class Processors:
             raise UnknownJob(f"no handler registered for {job['class']!r}")
         set_current(
             JobContext(
-                job["jid"], job["class"], job["queue"], int(job.get("retry_count") or 0),
-                job.get("enqueued_at"), job,
+                job["jid"],
+                job["class"],
+                job["queue"],
+                int(job.get("retry_count") or 0),
+                job.get("enqueued_at"),
+                job,
             )
         )
         if self._debug:
@@ -109,19 +113,19 @@ class Processors:
             await self._invoke(function, job, timeout)
 
     async def _invoke(
-        self, function: JobFunction[Any, Any], job: dict[str, Any], timeout: float | None
+        self, function: JobFunction[Any, Any], job: dict[str, Any], limit: float | None
     ) -> None:
         args = job.get("args") or ()
         kwargs = job.get("kwargs") or {}
-        if timeout is None:
+        if limit is None:
             await self._call(function, args, kwargs)
             return
         try:
-            async with asyncio.timeout(float(timeout)) as scope:
+            async with asyncio.timeout(float(limit)) as scope:
                 await self._call(function, args, kwargs)
         except TimeoutError:
             if scope.expired():
-                raise JobTimeout(f"ran past its timeout of {timeout} s") from None
+                raise JobTimeout(f"ran past its timeout of {limit} s") from None
             raise
 
     async def _call(

@@ -42,7 +42,9 @@ class ScheduledPoller:
 
     async def _move_batch(self, source: str) -> tuple[int, bool]:
         now = time.time()
-        due = await self._redis.zrangebyscore(source, "-inf", now, start=0, num=BATCH)
+        due: list[bytes] = await self._redis.zrangebyscore(  # type: ignore[assignment]
+            source, "-inf", now, start=0, num=BATCH
+        )
         items: list[Graduation] = []
         for entry in due:
             try:
@@ -64,7 +66,9 @@ class ScheduledPoller:
                 self._log.error(
                     "a due job of %s could not be pushed onto queue %r (a key of the wrong type?): "
                     "deferred %.0f s",
-                    source, queue, DEFER_SECONDS,
+                    source,
+                    queue,
+                    DEFER_SECONDS,
                 )
             return result.moved, len(due) == BATCH
         return 0, len(due) == BATCH

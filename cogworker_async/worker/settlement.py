@@ -85,7 +85,9 @@ class Settler:
         if limit is None:
             self._log.warning(
                 "jid=%s %s failed (%s) and has retry=False: discarded, not run again",
-                job.get("jid"), job.get("class"), job["error_class"],
+                job.get("jid"),
+                job.get("class"),
+                job["error_class"],
             )
             return Filing(raw, str(job.get("jid", "")), None, now, b"")
         if count < limit:
@@ -106,7 +108,8 @@ class Settler:
             self.pending[filing.raw] = filing
             self._log.warning(
                 "jid=%s: could not file its failure (%s): kept pending, filed when Redis is back",
-                filing.jid, type(exc).__name__,
+                filing.jid,
+                type(exc).__name__,
             )
 
     async def _file(self, filing: Filing) -> None:
@@ -130,7 +133,7 @@ class Settler:
         for raw, filing in list(self.pending.items()):
             try:
                 await self._file(filing)
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - one bad filing must not block the rest
                 if is_outage(exc):
                     break
                 self._log.exception("jid=%s: filing its failure failed", filing.jid)

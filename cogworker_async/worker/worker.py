@@ -72,6 +72,8 @@ class Worker:
         self._force = anyio.Event()
         self._started = anyio.Event()
         self._stop_requested = False
+        self._processors_alive = 0
+        self._processors_done = anyio.Event()
         self._reliable = True
         self._task_group: TaskGroup | None = None
         self.processors: Processors | None = None
@@ -126,7 +128,9 @@ class Worker:
                 redis, self.keys, settings, identity=self.identity, logger=self.log, rng=self._rng
             )
             self.fetcher = Fetcher(
-                redis, blocking, self.keys,
+                redis,
+                blocking,
+                self.keys,
                 identity=self.identity,
                 queues=settings.queue_specs,
                 strict_order=settings.strict_order,
@@ -134,16 +138,20 @@ class Worker:
                 idle_max=settings.fetch_idle_max_interval,
                 logger=self.log,
                 rng=self._rng,
-                on_missing_ack=lambda ack: self.settler.note_duplicate(ack.jid)  # type: ignore[union-attr]
+                on_missing_ack=lambda ack: self.settler.note_duplicate(ack.jid),  # type: ignore[union-attr]
             )
             self.processors = Processors(
-                self.fetcher, self.settler, self.registry, self.middleware,
+                self.fetcher,
+                self.settler,
+                self.registry,
+                self.middleware,
                 default_timeout=settings.job_timeout,
                 concurrency=settings.concurrency,
                 logger=self.log,
             )
             self.heartbeat = Heartbeat(
-                settings, self.keys,
+                settings,
+                self.keys,
                 identity=self.identity,
                 queues=[s.name for s in settings.queue_specs],
                 reliable=lambda: self._reliable,
@@ -154,8 +162,11 @@ class Worker:
             self.heartbeat.start()
             self.log.info(
                 "worker %s started: %d processors, queues %s, %s fetch, %d job types",
-                self.identity, settings.concurrency, ",".join(settings.queues),
-                "reliable" if self._reliable else "basic", len(self.registry),
+                self.identity,
+                settings.concurrency,
+                ",".join(settings.queues),
+                "reliable" if self._reliable else "basic",
+                len(self.registry),
             )
             try:
                 async with anyio.create_task_group() as duties:
@@ -163,8 +174,9 @@ class Worker:
                     duties.start_soon(self.fetcher.block_loop)
                     self._start_duties(duties, redis)
                     async with anyio.create_task_group() as procs:
+                        self._processors_alive = settings.concurrency
                         for slot in range(settings.concurrency):
-                            procs.start_soon(self.processors.run, slot)
+                            procs.start_soon(self._processor, slot)
                         procs.start_soon(self._watch_for_stop, procs)
                         self._started.set()
                         task_status.started()
@@ -235,19 +247,25 @@ class Worker:
 
         duties.start_soon(
             lambda: run_duty(
-                "Scheduled poller", poll,
+                "Scheduled poller",
+                poll,
                 lambda: scaled_poll_interval(
                     settings.scheduled_poll_interval, live["count"], self._rng
                 ),
-                self.log, rng=self._rng,
+                self.log,
+                rng=self._rng,
                 first_delay=self._rng.random() * min(1.0, settings.scheduled_poll_interval),
             )
         )
         duties.start_soon(
             lambda: run_duty(
-                "Reconcile", self._reconcile_once,
-                lambda: jittered(min(RECONCILE_INTERVAL, settings.orphan_check_interval), self._rng),
-                self.log, rng=self._rng,
+                "Reconcile",
+                self._reconcile_once,
+                lambda: jittered(
+                    min(RECONCILE_INTERVAL, settings.orphan_check_interval), self._rng
+                ),
+                self.log,
+                rng=self._rng,
             )
         )
 
@@ -272,11 +290,14 @@ class Worker:
 
     async def _watch_for_stop(self, procs: TaskGroup) -> None:
         await self._stopping.wait()
-        assert self.fetcher is not None and self.processors is not None
+        assert self.fetcher is not None
+        assert self.processors is not None
         self.fetcher.close()
         self.log.info(
             "worker %s stopping: waiting up to %.1f s for %d running job(s)",
-            self.identity, self.settings.shutdown_timeout, len(self.processors.running),
+            self.identity,
+            self.settings.shutdown_timeout,
+            len(self.processors.running),
         )
         with anyio.move_on_after(self.settings.shutdown_timeout):
             async with anyio.create_task_group() as waiters:
@@ -290,10 +311,17 @@ class Worker:
         procs.cancel_scope.cancel()
 
     async def _wait_idle(self, group: TaskGroup) -> None:
-        assert self.processors is not None
-        while self.processors.running:
-            await anyio.sleep(0.02)
+        await self._processors_done.wait()
         group.cancel_scope.cancel()
+
+    async def _processor(self, slot: int) -> None:
+        assert self.processors is not None
+        try:
+            await self.processors.run(slot)
+        finally:
+            self._processors_alive -= 1
+            if self._processors_alive == 0:
+                self._processors_done.set()
 
     async def _wait_forced(self, group: TaskGroup) -> None:
         await self._force.wait()
@@ -311,7 +339,7 @@ class Worker:
                 try:
                     await commands.ack(redis, self.keys, identity=self.identity, acks=finished)
                     finished = []
-                except Exception as exc:
+                except Exception as exc:  # noqa: BLE001 - shutdown goes on whatever failed
                     self.log.warning("final ack failed (%s): dropping them with the requeue", exc)
             await self.settler.settle_pending()
             keep = list(self.settler.pending)
@@ -323,7 +351,7 @@ class Worker:
         self.heartbeat.stop()
         try:
             await anyio.to_thread.run_sync(lambda: self.heartbeat.deregister(list_empty=list_empty))  # type: ignore[union-attr]
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the keys expire by themselves anyway
             self.log.warning("could not remove heartbeat keys (%s); they expire by themselves", exc)
         self.log.info("worker %s stopped", self.identity)
 
@@ -333,7 +361,8 @@ class Worker:
         for attempt in range(3):
             try:
                 result = await commands.requeue(
-                    redis, self.keys,
+                    redis,
+                    self.keys,
                     identity=self.identity,
                     threshold=None,
                     default_queue=self.settings.queue_specs[0].name,
@@ -342,7 +371,7 @@ class Worker:
                     finished=[a.raw for a in finished],
                     keep=keep,
                 )
-            except Exception as exc:
+            except Exception as exc:  # noqa: BLE001 - retried, then left to orphan recovery
                 self.log.warning("requeue of own jobs failed (%s), attempt %d", exc, attempt + 1)
                 await anyio.sleep(0.5)
                 continue

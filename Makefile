@@ -1,0 +1,43 @@
+# The two commands: `make demo` and `make test`. Both create .venv if needed.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test check lint types unit lua integration chaos bench fmt clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python examples/demo.py
+
+test: check
+
+check: $(STAMP)
+	$(BIN)/ruff format --check cogworker_async tests examples bench
+	$(BIN)/ruff check cogworker_async tests examples bench
+	$(BIN)/mypy
+	$(BIN)/pytest -q --timeout=180 --cov --cov-report=term:skip-covered tests
+
+unit: $(STAMP)
+	$(BIN)/pytest -q tests/unit
+lua: $(STAMP)
+	$(BIN)/pytest -q tests/lua
+integration: $(STAMP)
+	$(BIN)/pytest -q tests/integration
+chaos: $(STAMP)
+	$(BIN)/pytest -q tests/chaos
+
+fmt: $(STAMP)
+	$(BIN)/ruff format cogworker_async tests examples bench
+	$(BIN)/ruff check --fix cogworker_async tests examples bench
+
+bench: $(STAMP)
+	$(BIN)/python bench/run_all.py --repeat 3
+
+clean:
+	rm -rf $(VENV) dist build .coverage

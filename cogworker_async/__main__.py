@@ -1,0 +1,3 @@
+from cogworker_async.cli import main
+
+main()

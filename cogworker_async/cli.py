@@ -1,0 +1,287 @@
+"""The ``cogworker-async`` command. Thin: parses, sets up logging and signals, calls the library.
+
+User mistakes (a bad module, queue spec or Redis URL, an unreachable Redis)
+are one clear line on stderr and a non-zero exit, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Annotated, Any, TypeVar
+
+import typer
+from pydantic import ValidationError
+from pydantic_settings import SettingsError
+from redis.asyncio import Redis
+
+from cogworker_async import api
+from cogworker_async.client import Client
+from cogworker_async.errors import CogworkerError
+from cogworker_async.jobs import JobOptions
+from cogworker_async.keys import Keys
+from cogworker_async.settings import Settings, parse_queue_spec
+from cogworker_async.store.connection import connect
+from cogworker_async.store.faults import is_outage
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="cogworker-async: Redis jobs.")
+T = TypeVar("T")
+
+RedisUrl = Annotated[
+    str | None, typer.Option("--redis-url", help="Redis URL (COGWORKER_REDIS_URL)")
+]
+Namespace = Annotated[
+    str | None, typer.Option("--namespace", help="Key namespace (COGWORKER_NAMESPACE)")
+]
+JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON")]
+
+
+def fail(message: str, code: int = 2) -> typer.Exit:
+    typer.echo(f"error: {message}", err=True)
+    return typer.Exit(code)
+
+
+def build_settings(**overrides: Any) -> Settings:
+    given = {k: v for k, v in overrides.items() if v is not None}
+    try:
+        return Settings(**given)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors()
+        )
+        raise fail(f"bad settings: {problems}") from None
+    except SettingsError as exc:
+        cause = f" ({exc.__cause__})" if exc.__cause__ else ""
+        raise fail(f"bad settings in the environment: {exc}{cause}") from None
+
+
+def run_redis(settings: Settings, action: Callable[[Redis, Keys], Awaitable[T]]) -> T:
+    async def main() -> T:
+        redis = connect(settings)
+        try:
+            return await action(redis, Keys(settings.namespace))
+        finally:
+            await redis.aclose()
+
+    try:
+        return asyncio.run(main())
+    except Exception as exc:
+        if is_outage(exc):
+            raise fail(f"cannot reach Redis at {settings.redis_url}: {exc}", 1) from None
+        raise
+
+
+def setup_logging(level: str) -> None:
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+@app.command()
+def worker(
+    modules: Annotated[list[str], typer.Argument(help="Python modules defining @job functions")],
+    queue: Annotated[
+        list[str] | None, typer.Option("-q", "--queue", help="QUEUE[:WEIGHT], repeatable")
+    ] = None,
+    concurrency: Annotated[int | None, typer.Option("-c", "--concurrency")] = None,
+    processes: Annotated[int, typer.Option("--processes", min=1)] = 1,
+    redis_url: RedisUrl = None,
+    namespace: Namespace = None,
+    timeout: Annotated[
+        float | None, typer.Option("--timeout", help="Shutdown timeout (seconds)")
+    ] = None,
+    strict: Annotated[bool, typer.Option("--strict", help="Strict queue order")] = False,
+    embedded_redis: Annotated[
+        bool, typer.Option("--embedded-redis", help="Start a throwaway redis-server")
+    ] = False,
+    log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
+) -> None:
+    """Run a worker on MODULE... until SIGTERM/SIGINT (a second one stops faster)."""
+    setup_logging(log_level)
+    for spec in queue or []:
+        try:
+            parse_queue_spec(spec)
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+    embedded = None
+    if embedded_redis:
+        from cogworker_async.embedded import EmbeddedRedis, EmbeddedRedisError
+
+        embedded = EmbeddedRedis()
+        try:
+            embedded.start()
+        except EmbeddedRedisError as exc:
+            raise fail(str(exc), 1) from None
+        redis_url = embedded.url
+        os.environ["COGWORKER_REDIS_URL"] = redis_url
+        typer.echo(f"embedded Redis at {redis_url}", err=True)
+    settings = build_settings(
+        redis_url=redis_url,
+        namespace=namespace,
+        concurrency=concurrency,
+        queues=tuple(queue) if queue else None,
+        shutdown_timeout=timeout,
+        strict_order=strict or None,
+    )
+    try:
+        if processes > 1:
+            from cogworker_async.swarm import run_swarm
+
+            argv = _child_argv(sys.argv[1:])
+            raise typer.Exit(run_swarm(processes, argv, settings.shutdown_timeout))
+        _run_worker(settings, modules)
+    finally:
+        if embedded is not None:
+            embedded.stop()
+
+
+def _child_argv(argv: list[str]) -> list[str]:
+    """This command line minus --processes/--embedded-redis (the children share one Redis)."""
+    out: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg == "--processes":
+            skip = True
+            continue
+        if arg.startswith("--processes=") or arg == "--embedded-redis":
+            continue
+        out.append(arg)
+    return out
+
+
+def _run_worker(settings: Settings, modules: list[str]) -> None:
+    from cogworker_async.worker.worker import Worker
+
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # so `worker examples.tasks` imports from here
+    try:
+        instance = Worker(settings, jobs=modules)
+    except CogworkerError as exc:
+        raise fail(str(exc)) from None
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, instance.stop)
+        await _check_redis(settings)
+        await instance.run()
+
+    try:
+        asyncio.run(main())
+    except CogworkerError as exc:
+        raise fail(str(exc), 1) from None
+
+
+async def _check_redis(settings: Settings) -> None:
+    redis = connect(settings)
+    try:
+        await redis.ping()
+    except Exception as exc:
+        if is_outage(exc):
+            raise fail(f"cannot reach Redis at {settings.redis_url}: {exc}", 1) from None
+        raise
+    finally:
+        await redis.aclose()
+
+
+@app.command()
+def enqueue(
+    name: Annotated[str, typer.Argument(help="Registered job name")],
+    args: Annotated[list[str] | None, typer.Argument(help="Arguments, each as JSON")] = None,
+    queue: Annotated[str, typer.Option("--queue")] = "default",
+    delay: Annotated[float | None, typer.Option("--in", help="Run in SECONDS")] = None,
+    redis_url: RedisUrl = None,
+    namespace: Namespace = None,
+) -> None:
+    """Enqueue job NAME with JSON arguments; prints its jid."""
+    parsed: list[Any] = []
+    for index, text in enumerate(args or []):
+        try:
+            parsed.append(json.loads(text))
+        except json.JSONDecodeError as exc:
+            raise fail(f"argument {index} is not JSON ({exc.msg}): {text!r}") from None
+    settings = build_settings(redis_url=redis_url, namespace=namespace)
+    from cogworker_async.jobs import BoundJob, JobFunction
+
+    target = BoundJob(JobFunction(lambda: None, name, JobOptions()), JobOptions(queue, delay=delay))
+
+    async def action(redis: Redis, keys: Keys) -> str | None:
+        client = Client(settings, redis=redis)
+        return await client.enqueue(target, *parsed)
+
+    typer.echo(run_redis(settings, action))
+
+
+@app.command()
+def stats(
+    json_out: JsonFlag = False, redis_url: RedisUrl = None, namespace: Namespace = None
+) -> None:
+    """Processed, failed, per-queue size and latency, scheduled, retry, dead, processes."""
+    settings = build_settings(redis_url=redis_url, namespace=namespace)
+    result = run_redis(settings, api.stats)
+    if json_out:
+        typer.echo(json.dumps(result.as_dict(), indent=2))
+        return
+    typer.echo(f"processed  {result.processed}")
+    typer.echo(f"failed     {result.failed}")
+    typer.echo(f"scheduled  {result.scheduled}")
+    typer.echo(f"retry      {result.retry}")
+    typer.echo(f"dead       {result.dead}")
+    typer.echo(f"processes  {result.processes}")
+    for q in result.queues:
+        paused = "  (paused)" if q.paused else ""
+        typer.echo(f"queue {q.name:<20} size {q.size:<8} latency {q.latency:.3f}s{paused}")
+
+
+@app.command()
+def queues(
+    json_out: JsonFlag = False, redis_url: RedisUrl = None, namespace: Namespace = None
+) -> None:
+    """Every known queue with its size, latency and paused flag."""
+    settings = build_settings(redis_url=redis_url, namespace=namespace)
+    result = run_redis(settings, api.queues)
+    if json_out:
+        typer.echo(json.dumps([vars(q) if hasattr(q, "__dict__") else _asdict(q) for q in result]))
+        return
+    for q in result:
+        typer.echo(f"{q.name}\t{q.size}\t{q.latency:.3f}\t{'paused' if q.paused else ''}")
+
+
+def _asdict(obj: Any) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return asdict(obj)
+
+
+def _queue_action(
+    action: Callable[[Redis, Keys, str], Coroutine[Any, Any, None]],
+) -> Callable[..., None]:
+    def command(
+        queue: Annotated[str, typer.Argument()],
+        redis_url: RedisUrl = None,
+        namespace: Namespace = None,
+    ) -> None:
+        settings = build_settings(redis_url=redis_url, namespace=namespace)
+        run_redis(settings, lambda redis, keys: action(redis, keys, queue))
+        typer.echo(f"{action.__name__}d {queue}")
+
+    command.__doc__ = f"{action.__name__.capitalize()} fetching from QUEUE."
+    return command
+
+
+app.command("pause")(_queue_action(api.pause))
+app.command("resume")(_queue_action(api.resume))
+
+
+def main() -> None:
+    app()

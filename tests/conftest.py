@@ -1,0 +1,84 @@
+"""Shared fixtures: one real redis-server per test session, a fresh namespace per test."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+import redis as sync_redis
+from redis.asyncio import Redis
+
+from cogworker_async.embedded import EmbeddedRedis
+from cogworker_async.keys import Keys
+from cogworker_async.settings import Settings
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[EmbeddedRedis]:
+    """A throwaway redis-server on a free port (never the shared 6379)."""
+    server = EmbeddedRedis()
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def namespace() -> str:
+    return f"t{uuid.uuid4().hex[:10]}"
+
+
+@pytest.fixture
+def keys(namespace: str) -> Keys:
+    return Keys(namespace)
+
+
+FAST: dict[str, Any] = {
+    "heartbeat_interval": 0.5,
+    "heartbeat_ttl": 2.0,
+    "orphan_threshold": 3.0,
+    "orphan_check_interval": 1.0,
+    "fetch_idle_max_interval": 0.5,
+    "scheduled_poll_interval": 0.5,
+    "shutdown_timeout": 2.0,
+    "socket_timeout": 5.0,
+}
+
+
+@pytest.fixture
+def settings(redis_server: EmbeddedRedis, namespace: str) -> Settings:
+    """Settings against the test server with every interval small enough to test in seconds."""
+    return Settings(redis_url=redis_server.url, namespace=namespace, concurrency=10, **FAST)
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+async def redis(redis_server: EmbeddedRedis) -> AsyncIterator[Redis]:
+    client = Redis.from_url(redis_server.url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+def sync_client(redis_server: EmbeddedRedis) -> Iterator[sync_redis.Redis]:
+    client = sync_redis.Redis.from_url(redis_server.url)
+    yield client
+    client.close()
+
+
+def child_env(settings: Settings, **extra: str) -> dict[str, str]:
+    """Environment for a subprocess worker using these settings."""
+    env = dict(os.environ)
+    for name, value in settings.model_dump().items():
+        if value is None:
+            continue
+        text = ",".join(value) if isinstance(value, tuple) else str(value)
+        env[f"COGWORKER_{name.upper()}"] = text
+    env.update(extra)
+    return env

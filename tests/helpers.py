@@ -1,0 +1,27 @@
+"""Waiting on conditions instead of sleeping."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+
+async def wait_for(
+    condition: Callable[[], Awaitable[bool]], timeout: float = 10.0, interval: float = 0.02
+) -> None:
+    """Poll ``condition`` until true; fail the test with a clear message after ``timeout``."""
+    with anyio.fail_after(timeout):
+        while not await condition():
+            await anyio.sleep(interval)
+
+
+def wait_for_sync(
+    condition: Callable[[], bool], timeout: float = 10.0, interval: float = 0.02
+) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"condition not met within {timeout} s")
+        time.sleep(interval)

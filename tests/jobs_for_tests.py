@@ -1,0 +1,64 @@
+"""Jobs that tests run in subprocess workers; each records its runs in Redis."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+
+import redis as sync_redis
+from redis.asyncio import Redis
+
+from cogworker_async import current_job, job
+
+_client: Redis | None = None
+
+
+def _redis() -> Redis:
+    global _client  # noqa: PLW0603 - one client per worker process
+    if _client is None:
+        _client = Redis.from_url(os.environ["COGWORKER_REDIS_URL"])
+    return _client
+
+
+def _runs_key() -> str:
+    return f"{os.environ['COGWORKER_NAMESPACE']}:test:runs"
+
+
+async def _record(tag: str = "") -> None:
+    await _redis().rpush(_runs_key(), f"{current_job().jid}{tag}")
+
+
+@job(name="t.record")
+async def record(i: int) -> None:
+    await _record()
+
+
+@job(name="t.sleep")
+async def sleep_then_record(seconds: float) -> None:
+    await _redis().rpush(_runs_key(), f"{current_job().jid}:start")
+    await asyncio.sleep(seconds)
+    await _record(":done")
+
+
+@job(name="t.sync_sleep")
+def sync_sleep(seconds: float) -> None:
+    time.sleep(seconds)
+    client = sync_redis.Redis.from_url(os.environ["COGWORKER_REDIS_URL"])
+    client.rpush(_runs_key(), f"{current_job().jid}:done")
+    client.close()
+
+
+@job(name="t.cpu_hog")
+async def cpu_hog(seconds: float) -> None:
+    """Blocks the event loop (a CPU-bound async def): the heartbeat must still beat."""
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        pass
+    await _record(":done")
+
+
+@job(name="t.suicide")
+async def suicide() -> None:
+    await _record(":start")
+    os._exit(1)
