@@ -71,8 +71,8 @@ async def run(settings: Settings) -> int:
                 stats = await api.stats(client.redis, keys)
                 backlog = sum(q.size for q in stats.queues)
                 print(
-                    f"  processed {stats.processed:>5}  failed {stats.failed}  queued {backlog:>5}  "
-                    f"scheduled {stats.scheduled}  dead {stats.dead}",
+                    f"  processed {stats.processed:>5}  failed {stats.failed}  "
+                    f"queued {backlog:>5}  scheduled {stats.scheduled}  dead {stats.dead}",
                     flush=True,
                 )
                 if stats.processed >= total and stats.scheduled == 0:
@@ -87,9 +87,8 @@ async def run(settings: Settings) -> int:
     print("\nsummary")
     print(f"  processed  {stats.processed}")
     print(f"  failed     {stats.failed} (in dead: {len(dead)})")
-    print(
-        f"  took       {took:.2f} s, {stats.processed / took:,.0f} jobs/s including the scheduled wait"
-    )
+    rate = stats.processed / took
+    print(f"  took       {took:.2f} s, {rate:,.0f} jobs/s (including the scheduled job's wait)")
     print(f"  worker exited with {code}")
     ok = stats.processed >= total and code == 0
     print("demo finished" if ok else "demo did NOT finish cleanly")
