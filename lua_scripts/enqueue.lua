@@ -10,5 +10,5 @@
 
 local length = redis.call("LPUSH", KEYS[1], unpack(ARGV, 2))
 redis.call("SADD", KEYS[2], ARGV[1])
-redis.call("ZADD", KEYS[3], 0, "1")
+redis.pcall("ZADD", KEYS[3], 0, "1")
 return length

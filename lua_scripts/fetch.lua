@@ -47,7 +47,7 @@ for i = 5, #KEYS do
     end
     -- Filled up with work still waiting: wake another idle process for it.
     if #taken >= wanted and redis.call("LLEN", KEYS[i]) > 0 then
-      redis.call("ZADD", ARGV[4] .. name, 0, "1")
+      redis.pcall("ZADD", ARGV[4] .. name, 0, "1")
     end
   end
 end

@@ -30,7 +30,7 @@ redis.call("LREM", KEYS[1], -1, ARGV[1])
 redis.pcall("DEL", KEYS[3])
 local day_ttl = tonumber(ARGV[7])
 for _, key in ipairs({KEYS[4], KEYS[5], KEYS[6], KEYS[7]}) do
-  redis.call("INCR", key)
+  redis.pcall("INCR", key)
 end
 redis.call("EXPIRE", KEYS[6], day_ttl)
 redis.call("EXPIRE", KEYS[7], day_ttl)

@@ -226,3 +226,28 @@ async def bury(redis: Redis, keys: Keys, *, source: str, entry: bytes, dead_entr
     return bool(
         await script("bury").run(redis, script_keys, [entry, dead_entry, now, DAY_STAT_TTL])
     )
+
+
+async def bury_orphan(redis: Redis, keys: Keys, *, raw: bytes, jid: str, dead_entry: bytes) -> bool:
+    """Move the head of repeat_orphans into dead with its ProcessDied entry."""
+    now = time.time()
+    script_keys = [
+        keys.repeat_orphans,
+        keys.dead,
+        keys.stats_failed,
+        keys.stats_failed_on(today(now)),
+        keys.orphanings(jid),
+    ]
+    args: list[EncodableArg] = [raw, now, dead_entry, DAY_STAT_TTL]
+    return bool(await script("bury_orphan").run(redis, script_keys, args))
+
+
+async def swap_dead_entry(
+    redis: Redis, keys: Keys, *, old: bytes, new: bytes, score: float
+) -> bool:
+    """Replace a dead entry atomically; False when it was already gone."""
+    return bool(await script("swap_dead_entry").run(redis, [keys.dead], [old, score, new]))
+
+
+async def release_lock(redis: Redis, key: str, token: str) -> bool:
+    return bool(await script("release_lock").run(redis, [key], [token]))

@@ -35,6 +35,7 @@ from cogworker_async.timing import jittered, scaled_poll_interval
 from cogworker_async.worker.fetcher import Fetcher
 from cogworker_async.worker.heartbeat import Heartbeat
 from cogworker_async.worker.processor import Processors
+from cogworker_async.worker.recovery import Recovery
 from cogworker_async.worker.scheduler import ScheduledPoller
 from cogworker_async.worker.service import run_duty
 from cogworker_async.worker.settlement import Settler
@@ -80,6 +81,7 @@ class Worker:
         self.fetcher: Fetcher | None = None
         self.settler: Settler | None = None
         self.heartbeat: Heartbeat | None = None
+        self.recovery: Recovery | None = None
 
     # --- control -----------------------------------------------------------
     def stop(self) -> None:
@@ -257,6 +259,20 @@ class Worker:
                 first_delay=self._rng.random() * min(1.0, settings.scheduled_poll_interval),
             )
         )
+        self.recovery = Recovery(
+            redis, self.keys, settings, identity=self.identity, logger=self.log
+        )
+        if self._reliable:
+            duties.start_soon(
+                lambda: run_duty(
+                    "Orphan recovery",
+                    self.recovery.pass_once,  # type: ignore[union-attr]
+                    lambda: jittered(settings.orphan_check_interval, self._rng),
+                    self.log,
+                    rng=self._rng,
+                    first_delay=self._rng.random() * settings.orphan_check_interval,
+                )
+            )
         duties.start_soon(
             lambda: run_duty(
                 "Reconcile",

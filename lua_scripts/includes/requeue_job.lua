@@ -15,6 +15,6 @@ local function requeue_job(job, queue_prefix, wakeup_prefix, default_queue)
     queue = decoded["queue"]
   end
   redis.call("RPUSH", queue_prefix .. queue, job)
-  redis.call("ZADD", wakeup_prefix .. queue, 0, "1")
+  redis.pcall("ZADD", wakeup_prefix .. queue, 0, "1")
   return queue
 end

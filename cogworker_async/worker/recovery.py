@@ -1,0 +1,197 @@
+"""Orphan recovery: a dead process's jobs come back; a live one's never do.
+
+Every ``orphan_check_interval`` one process at a time (a lock with a TTL, so a
+holder that dies never blocks recovery) walks the in-progress registry and
+runs ``requeue.lua`` per identity; the script itself decides, atomically with
+the requeue, whether the owner is dead (presence gone *and* its last beat,
+on Redis's clock, older than ``orphan_threshold``). After an outage nobody is
+judged dead until Redis has answered this process for longer than two
+heartbeat intervals: every presence key may have expired while Redis was away,
+and live processes need a moment to beat again.
+
+A job orphaned more than ``max_orphanings`` times is parked by the script and
+filed in dead here as ``ProcessDied``: a job that kills its own process is
+stopped after a bounded number of tries.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import orjson
+from redis.asyncio import Redis
+
+from cogworker_async.keys import Keys
+from cogworker_async.settings import Settings
+from cogworker_async.store import commands
+from cogworker_async.store.faults import is_outage
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+@dataclass
+class RecoveryCounters:
+    recovered: int = 0
+    parked: int = 0
+    buried: int = 0
+    pending_raw_burials: list[bytes] = field(default_factory=list)
+
+
+class Recovery:
+    def __init__(
+        self, redis: Redis, keys: Keys, settings: Settings, *, identity: str, logger: logging.Logger
+    ) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._settings = settings
+        self._identity = identity
+        self._log = logger
+        self._scanned = False
+        self._answering_since: float | None = None
+        self.counters = RecoveryCounters()
+
+    def _error_fields(self) -> dict[str, object]:
+        return {
+            "error_class": "ProcessDied",
+            "error_message": (
+                "its process died while running it more than "
+                f"{self._settings.max_orphanings} times (killed for memory? SIGKILL?): "
+                "not retried again"
+            ),
+            "failed_at": time.time(),
+        }
+
+    async def pass_once(self) -> int:
+        """One recovery pass; returns how many jobs were requeued."""
+        try:
+            await self._redis.ping()
+        except Exception:
+            self._answering_since = None
+            raise
+        now = time.monotonic()
+        if self._answering_since is None:
+            self._answering_since = now
+        if now - self._answering_since <= 2 * self._settings.heartbeat_interval:
+            return 0  # just (re)connected: give live processes time to beat first
+        token = self._identity
+        lock_ms = int(max(self._settings.orphan_check_interval, 1.0) * 2000)
+        if not await self._redis.set(self._keys.recovery_lock, token, nx=True, px=lock_ms):
+            return 0
+        try:
+            moved = await self._recover_all()
+            await self._bury_repeat_orphans()
+            await self._complete_raw_burials()
+        finally:
+            await commands.release_lock(self._redis, self._keys.recovery_lock, token)
+        return moved
+
+    async def _candidates(self) -> set[str]:
+        members = await self._redis.smembers(self._keys.in_progress_identities)
+        identities = {_text(m) for m in members}
+        if not self._scanned:
+            prefix = self._keys.in_progress_prefix
+            async for key in self._redis.scan_iter(match=f"{prefix}*", count=500):
+                identities.add(_text(key)[len(prefix) :])
+            self._scanned = True  # done only once the scan got through
+        identities.discard(self._identity)
+        return identities
+
+    async def _recover_all(self) -> int:
+        total = 0
+        for identity in sorted(await self._candidates()):
+            try:
+                total += await self._recover(identity)
+            except Exception as exc:  # one identity must never stop the others
+                if is_outage(exc):
+                    raise
+                self._log.error(
+                    "orphan recovery skipped %s: %s: %s", identity, type(exc).__name__, exc
+                )
+        return total
+
+    async def _recover(self, identity: str) -> int:
+        result = await commands.requeue(
+            self._redis,
+            self._keys,
+            identity=identity,
+            threshold=self._settings.orphan_threshold,
+            default_queue=self._settings.queue_specs[0].name,
+            max_orphanings=self._settings.max_orphanings,
+            live_window=2 * self._settings.heartbeat_ttl,
+        )
+        if result.alive:
+            return 0
+        if result.moved:
+            self.counters.recovered += result.moved
+            await self._count("recovered", result.moved)
+            self._log.warning(
+                "requeued %d job(s) left in progress by dead process %s", result.moved, identity
+            )
+        if result.unread_queues:
+            self._log.warning(
+                "requeued job(s) from %s onto queue(s) no live process reads: %s — make sure "
+                "some worker reads them",
+                identity,
+                ", ".join(result.unread_queues),
+            )
+        if result.failed:
+            self._log.error(
+                "%d job(s) left in progress by %s couldn't be put back on their queue "
+                "(a key of the wrong type?): kept, retried on the next pass",
+                result.failed,
+                identity,
+            )
+        self.counters.pending_raw_burials.extend(result.raw_burials)
+        if await self._redis.llen(self._keys.in_progress(identity)) == 0:
+            await self._redis.srem(self._keys.in_progress_identities, identity)
+            await self._redis.hdel(self._keys.last_beat, identity)
+        return result.moved
+
+    async def _count(self, name: str, n: int) -> None:
+        try:
+            await self._redis.incrby(self._keys.stat(name), n)
+        except Exception as exc:  # noqa: BLE001 - a stat is best effort, never a failure
+            self._log.debug("stat %s not counted: %s", name, exc)
+
+    async def _bury_repeat_orphans(self) -> None:
+        parked: list[bytes] = await self._redis.lrange(self._keys.repeat_orphans, 0, -1)  # type: ignore[assignment]
+        for raw in parked:
+            try:
+                job = orjson.loads(raw)
+            except orjson.JSONDecodeError:
+                job = None
+            if not isinstance(job, dict):
+                job = {"jid": "", "raw": raw.decode("utf-8", "replace")}
+            job.update(self._error_fields())
+            jid = str(job.get("jid", ""))
+            if await commands.bury_orphan(
+                self._redis, self._keys, raw=raw, jid=jid, dead_entry=orjson.dumps(job)
+            ):
+                self.counters.buried += 1
+                await self._count("process_died", 1)
+                self._log.error("jid=%s orphaned too often: moved to dead as ProcessDied", jid)
+
+    async def _complete_raw_burials(self) -> None:
+        pending, self.counters.pending_raw_burials = self.counters.pending_raw_burials, []
+        for index, raw in enumerate(pending):
+            try:
+                job = orjson.loads(raw)
+                job = job if isinstance(job, dict) else {"raw": raw.decode("utf-8", "replace")}
+            except orjson.JSONDecodeError:
+                job = {"raw": raw.decode("utf-8", "replace")}
+            job.update(self._error_fields())
+            try:
+                if await commands.swap_dead_entry(
+                    self._redis, self._keys, old=raw, new=orjson.dumps(job), score=time.time()
+                ):
+                    self.counters.buried += 1
+                    await self._count("process_died", 1)
+            except Exception:
+                # Retried on the next pass: left alone, the raw entry would stay
+                # in dead without its error.
+                self.counters.pending_raw_burials.extend(pending[index:])
+                raise

@@ -1,0 +1,19 @@
+-- bury_orphan: files the head of the repeat-orphans list in dead, in one step.
+--
+-- KEYS[1] = repeat_orphans list, KEYS[2] = dead set
+-- KEYS[3] = stats:failed, KEYS[4] = stats:failed:<today>, KEYS[5] = its orphan counter
+-- ARGV[1] = the parked job (expected at the head), ARGV[2] = score (epoch s)
+-- ARGV[3] = its dead entry (with the ProcessDied error), ARGV[4] = per-day stat TTL
+-- Returns 1 when moved, 0 when the head is another job (someone else moved it).
+-- Head only (the caller walks the list in order): written before removed.
+
+if redis.call("LINDEX", KEYS[1], 0) ~= ARGV[1] then
+  return 0
+end
+redis.call("ZADD", KEYS[2], ARGV[2], ARGV[3])
+redis.call("LPOP", KEYS[1])
+redis.call("INCR", KEYS[3])
+redis.call("INCR", KEYS[4])
+redis.call("EXPIRE", KEYS[4], tonumber(ARGV[4]))
+redis.pcall("DEL", KEYS[5])
+return 1

@@ -1,0 +1,117 @@
+"""Real processes, real SIGKILL: orphans come back, poison jobs are stopped."""
+
+from __future__ import annotations
+
+import signal
+import time
+
+import orjson
+import pytest
+import redis as sync_redis
+
+from cogworker_async.keys import Keys
+from cogworker_async.settings import Settings
+from tests.helpers import wait_for_sync
+from tests.integration.test_shutdown import enqueue, runs, start_worker
+
+pytestmark = pytest.mark.chaos
+
+
+def identities(client: sync_redis.Redis, keys: Keys) -> set[str]:
+    return {m.decode() for m in client.smembers(keys.processes)}
+
+
+def test_orphans_of_a_killed_worker_are_recovered_by_a_live_one(
+    settings: Settings, sync_client: sync_redis.Redis, keys: Keys
+) -> None:
+    victim = start_worker(settings)
+    survivor = None
+    try:
+        wait_for_sync(lambda: len(identities(sync_client, keys)) == 1, timeout=15)
+        victim_id = identities(sync_client, keys).pop()
+        jids = [f"{i:024x}" for i in range(3)]
+        for jid in jids:
+            enqueue(sync_client, keys, "t.sleep", 2.0, jid=jid)
+        wait_for_sync(lambda: sync_client.llen(keys.in_progress(victim_id)) == 3, timeout=15)
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=10)
+        killed_at = time.monotonic()
+        survivor = start_worker(settings)
+        bound = settings.heartbeat_ttl + settings.orphan_threshold + settings.orphan_check_interval
+        wait_for_sync(
+            lambda: sum(r.endswith(":done") for r in runs(sync_client, keys)) == 3,
+            timeout=bound + 15,
+        )
+        took = time.monotonic() - killed_at
+        assert took <= bound + 10, took
+        assert sync_client.llen(keys.in_progress(victim_id)) == 0
+        done = [r for r in runs(sync_client, keys) if r.endswith(":done")]
+        assert sorted(done) == sorted(f"{j}:done" for j in jids)  # each finished once
+        assert int(sync_client.get(keys.stat("recovered")) or 0) == 3
+        survivor.send_signal(signal.SIGTERM)
+        assert survivor.wait(timeout=10) == 0
+    finally:
+        for proc in (victim, survivor):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+
+
+def test_live_worker_keeps_its_jobs(
+    settings: Settings, sync_client: sync_redis.Redis, keys: Keys
+) -> None:
+    """A busy live worker's jobs are never requeued by another's recovery passes."""
+    busy = start_worker(settings)
+    watcher = start_worker(settings)
+    try:
+        wait_for_sync(lambda: len(identities(sync_client, keys)) == 2, timeout=15)
+        for i in range(2):
+            enqueue(sync_client, keys, "t.sleep", settings.orphan_threshold * 2, jid=f"{i:024x}")
+        wait_for_sync(lambda: len(runs(sync_client, keys)) == 2, timeout=15)
+        time.sleep(settings.orphan_threshold * 2 + 0.5)  # several recovery passes elapse
+        starts = [r for r in runs(sync_client, keys) if r.endswith(":start")]
+        assert len(starts) == 2  # nobody ran them a second time
+        assert int(sync_client.get(keys.stat("recovered")) or 0) == 0
+    finally:
+        for proc in (busy, watcher):
+            proc.send_signal(signal.SIGTERM)
+        for proc in (busy, watcher):
+            try:
+                proc.wait(timeout=15)
+            except Exception:
+                proc.kill()
+
+
+def test_a_job_that_kills_its_process_ends_in_dead(
+    settings: Settings, sync_client: sync_redis.Redis, keys: Keys
+) -> None:
+    settings = settings.model_copy(update={"max_orphanings": 2})
+    enqueue(sync_client, keys, "t.suicide", jid="c" * 24)
+    for i in range(20):
+        enqueue(sync_client, keys, "t.record", i, jid=f"{i:024x}")
+    workers = []
+    try:
+        deadline = time.monotonic() + 90
+        while sync_client.zcard(keys.dead) == 0:
+            assert time.monotonic() < deadline, "poison job never reached dead"
+            workers = [w for w in workers if w.poll() is None]
+            if len(workers) < 2:
+                workers.append(start_worker(settings))  # the swarm would replace it
+            time.sleep(0.1)
+        dead = orjson.loads(sync_client.zrange(keys.dead, 0, -1)[0])
+        assert dead["jid"] == "c" * 24
+        assert dead["error_class"] == "ProcessDied"
+        starts = [r for r in runs(sync_client, keys) if r == "c" * 24 + ":start"]
+        assert len(starts) == settings.max_orphanings + 1
+        # Every other job ran (some perhaps twice: they shared a process that died).
+        wait_for_sync(
+            lambda: len({r for r in runs(sync_client, keys) if ":" not in r}) == 20, timeout=30
+        )
+    finally:
+        for worker in workers:
+            if worker.poll() is None:
+                worker.send_signal(signal.SIGTERM)
+        for worker in workers:
+            try:
+                worker.wait(timeout=15)
+            except Exception:
+                worker.kill()
