@@ -12,7 +12,8 @@ if not redis.call("ZSCORE", KEYS[1], ARGV[1]) then
 end
 redis.call("ZADD", KEYS[2], ARGV[3], ARGV[2])
 redis.call("ZREM", KEYS[1], ARGV[1])
-redis.call("INCR", KEYS[3])
-redis.call("INCR", KEYS[4])
-redis.call("EXPIRE", KEYS[4], tonumber(ARGV[4]))
+-- Stats are best effort: a corrupt counter must not fail a burial already made.
+redis.pcall("INCR", KEYS[3])
+redis.pcall("INCR", KEYS[4])
+redis.pcall("EXPIRE", KEYS[4], tonumber(ARGV[4]))
 return 1

@@ -12,8 +12,8 @@ if redis.call("LINDEX", KEYS[1], 0) ~= ARGV[1] then
 end
 redis.call("ZADD", KEYS[2], ARGV[2], ARGV[3])
 redis.call("LPOP", KEYS[1])
-redis.call("INCR", KEYS[3])
-redis.call("INCR", KEYS[4])
-redis.call("EXPIRE", KEYS[4], tonumber(ARGV[4]))
+redis.pcall("INCR", KEYS[3])
+redis.pcall("INCR", KEYS[4])
+redis.pcall("EXPIRE", KEYS[4], tonumber(ARGV[4]))
 redis.pcall("DEL", KEYS[5])
 return 1

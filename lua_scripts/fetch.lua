@@ -16,7 +16,7 @@
 -- ARGV[6] = number of acks a; ARGV[7..6+2a] = (job as fetched, jid) pairs
 -- ARGV[7+2a..] = the queue names matching KEYS[5..]
 -- Returns {jobs taken (raw, in the order taken), positions of acks whose job
--- was already gone}.
+-- was already gone, names of queues skipped because their key has the wrong type}.
 -- Atomic: a job is on its queue or on the in-progress list, never neither.
 --- @include ack_jobs
 
@@ -26,7 +26,7 @@ count_processed(KEYS[3], KEYS[4], acked, tonumber(ARGV[5]))
 local reliable = ARGV[1] == "reliable"
 local wanted = tonumber(ARGV[2])
 local names_at = 7 + 2 * acked
-local taken = {}
+local taken, broken = {}, {}
 for i = 5, #KEYS do
   if wanted <= #taken then
     break
@@ -34,11 +34,17 @@ for i = 5, #KEYS do
   local name = ARGV[names_at + i - 5]
   if redis.call("SISMEMBER", KEYS[2], name) == 0 then
     while #taken < wanted do
-      local job
+      -- pcall: a queue key of the wrong type is skipped and reported, never
+      -- allowed to abort the call after other queues' jobs were moved.
+      local ok, job
       if reliable then
-        job = redis.call("LMOVE", KEYS[i], KEYS[1], "RIGHT", "LEFT")
+        ok, job = pcall(redis.call, "LMOVE", KEYS[i], KEYS[1], "RIGHT", "LEFT")
       else
-        job = redis.call("RPOP", KEYS[i])
+        ok, job = pcall(redis.call, "RPOP", KEYS[i])
+      end
+      if not ok then
+        broken[#broken + 1] = name
+        break
       end
       if not job then
         break
@@ -51,4 +57,4 @@ for i = 5, #KEYS do
     end
   end
 end
-return {taken, missing}
+return {taken, missing, broken}

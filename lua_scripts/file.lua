@@ -32,6 +32,6 @@ local day_ttl = tonumber(ARGV[7])
 for _, key in ipairs({KEYS[4], KEYS[5], KEYS[6], KEYS[7]}) do
   redis.pcall("INCR", key)
 end
-redis.call("EXPIRE", KEYS[6], day_ttl)
-redis.call("EXPIRE", KEYS[7], day_ttl)
+redis.pcall("EXPIRE", KEYS[6], day_ttl)
+redis.pcall("EXPIRE", KEYS[7], day_ttl)
 return 1

@@ -42,6 +42,7 @@ def _ack_args(acks: Sequence[Ack]) -> list[EncodableArg]:
 class FetchResult:
     jobs: list[bytes]
     missing_acks: list[Ack]
+    broken_queues: list[str]
 
 
 async def fetch(
@@ -71,8 +72,9 @@ async def fetch(
         *_ack_args(acks),
         *queues,
     ]
-    taken, missing = await script("fetch").run(redis, script_keys, args)
-    return FetchResult(list(taken), [acks[i - 1] for i in missing])
+    taken, missing, broken = await script("fetch").run(redis, script_keys, args)
+    names = [b.decode() if isinstance(b, bytes) else str(b) for b in broken]
+    return FetchResult(list(taken), [acks[i - 1] for i in missing], names)
 
 
 async def ack(redis: Redis, keys: Keys, *, identity: str, acks: Sequence[Ack]) -> list[Ack]:

@@ -84,6 +84,7 @@ class Fetcher:
         self._starving = asyncio.Event()
         self._closed = False
         self._paused: set[str] = set()
+        self._broken: set[str] = set()
         self._outage = OutageLog("Fetch", logger)
 
     # --- processors' side -------------------------------------------------
@@ -191,6 +192,12 @@ class Fetcher:
                 self._on_missing_ack(missing)
             if self._resent:
                 self._resent.difference_update(a.raw for a in acks)
+            if result.broken_queues and set(result.broken_queues) != self._broken:
+                self._log.error(
+                    "queue key(s) of the wrong type skipped: %s: jobs there wait until the key is fixed",
+                    ", ".join(f"{self._keys.queue(q)}" for q in result.broken_queues),
+                )
+            self._broken = set(result.broken_queues)
             for job in result.jobs:
                 self._deliver(job)
             if want and len(result.jobs) < want:

@@ -25,10 +25,11 @@ local function ack_jobs(in_progress, counter_prefix, first)
 end
 
 -- count_processed(total_key, day_key, n, day_ttl): bumps the processed totals.
+-- Best effort (pcall): a corrupt counter must never fail the acks before it.
 local function count_processed(total_key, day_key, n, day_ttl)
   if n > 0 then
-    redis.call("INCRBY", total_key, n)
-    redis.call("INCRBY", day_key, n)
-    redis.call("EXPIRE", day_key, day_ttl)
+    redis.pcall("INCRBY", total_key, n)
+    redis.pcall("INCRBY", day_key, n)
+    redis.pcall("EXPIRE", day_key, day_ttl)
   end
 end

@@ -1,0 +1,54 @@
+"""Small helpers shared by the Lua script tests."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from redis.asyncio import Redis
+
+from cogworker_async.keys import Keys
+from cogworker_async.payload import new_jid
+from cogworker_async.store.scripts import script
+
+
+def make_job(queue: str = "default", jid: str | None = None, **extra: Any) -> bytes:
+    """A job payload as a producer would push it."""
+    body: dict[str, Any] = {
+        "jid": jid or new_jid(),
+        "class": "tests.job",
+        "args": [],
+        "queue": queue,
+        "created_at": 1.0,
+        "enqueued_at": 1.0,
+    }
+    body.update(extra)
+    return orjson.dumps(body)
+
+
+def jid_of(raw: bytes) -> str:
+    jid = orjson.loads(raw)["jid"]
+    assert isinstance(jid, str)
+    return jid
+
+
+async def enqueue(redis: Redis, keys: Keys, queue: str, *payloads: bytes) -> int:
+    """Push through enqueue.lua, oldest first (the first payload runs first)."""
+    length = await script("enqueue").run(
+        redis, [keys.queue(queue), keys.queues, keys.wakeup(queue)], [queue, *payloads]
+    )
+    return int(length)
+
+
+async def redis_now(redis: Redis) -> float:
+    seconds, micros = await redis.time()
+    return float(seconds) + micros / 1_000_000
+
+
+async def drain(redis: Redis, key: str) -> list[bytes]:
+    """RPOP everything: the order workers would take the jobs in."""
+    popped: list[bytes] = []
+    while (item := await redis.rpop(key)) is not None:
+        assert isinstance(item, bytes)
+        popped.append(item)
+    return popped

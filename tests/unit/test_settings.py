@@ -1,0 +1,192 @@
+"""Settings: SPEC §3 defaults, strictness, environment, and the interval rules."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from cogworker_async.settings import QueueSpec, Settings, parse_queue_spec
+
+# Keeps every interval rule satisfied, so one test can break exactly one of them.
+VALID_FAST: dict[str, Any] = {
+    "heartbeat_interval": 0.5,
+    "heartbeat_ttl": 2.0,
+    "orphan_threshold": 3.0,
+    "fetch_idle_max_interval": 0.5,
+    "socket_timeout": 5.0,
+}
+
+
+@pytest.fixture(autouse=True)
+def clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No COGWORKER_* variable and no .env file of the machine leaks into these tests."""
+    for name in list(os.environ):
+        if name.upper().startswith("COGWORKER_"):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
+
+def test_defaults_match_spec() -> None:
+    s = Settings()
+    assert s.redis_url == "redis://localhost:6379/0"
+    assert s.namespace == "cogworker"
+    assert s.concurrency == 10
+    assert s.queues == ("default",)
+    assert s.fetch == "auto"
+    assert s.shutdown_timeout == 25
+    assert s.heartbeat_interval == 5
+    assert s.heartbeat_ttl == 20
+    assert s.orphan_threshold == 40
+    assert s.orphan_check_interval == 10
+    assert s.max_orphanings == 3
+    assert s.fetch_idle_max_interval == 2
+    assert s.scheduled_poll_interval == 5
+    assert s.dead_max_jobs == 10_000
+    assert s.dead_timeout == 180 * 24 * 3600
+    assert s.max_retries == 25
+    assert s.key_check_interval == 300
+
+
+def test_extra_field_rejected() -> None:
+    with pytest.raises(ValidationError, match="bogus"):
+        Settings(bogus=1)  # type: ignore[call-arg]
+
+
+def test_settings_are_frozen() -> None:
+    s = Settings()
+    with pytest.raises(ValidationError):
+        s.concurrency = 3
+
+
+def test_concurrency_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COGWORKER_CONCURRENCY", "37")
+    assert Settings().concurrency == 37
+
+
+def test_bad_concurrency_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COGWORKER_CONCURRENCY", "0")
+    with pytest.raises(ValidationError, match="concurrency"):
+        Settings()
+
+
+def test_dotenv_file_honoured(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text("COGWORKER_NAMESPACE=fromdotenv\n")
+    assert Settings().namespace == "fromdotenv"
+
+
+def test_explicit_argument_beats_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COGWORKER_CONCURRENCY", "37")
+    assert Settings(concurrency=4).concurrency == 4
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"heartbeat_interval": 2.0, "heartbeat_ttl": 2.0}, "heartbeat_ttl"),
+        ({"heartbeat_interval": 3.0, "heartbeat_ttl": 2.0}, "heartbeat_ttl"),
+        ({"orphan_threshold": 2.0}, "orphan_threshold"),
+        ({"orphan_threshold": 1.5}, "orphan_threshold"),
+        ({"fetch_idle_max_interval": 5.0}, "fetch_idle_max_interval"),
+        ({"fetch_idle_max_interval": 6.0}, "fetch_idle_max_interval"),
+    ],
+)
+def test_interval_rules(overrides: dict[str, Any], message: str) -> None:
+    Settings(**VALID_FAST)  # the base itself is valid
+    with pytest.raises(ValidationError, match=message):
+        Settings(**{**VALID_FAST, **overrides})
+
+
+def test_default_intervals_rule_violation_from_one_change() -> None:
+    # Raising only the interval past the default TTL (20 s) must be refused.
+    with pytest.raises(ValidationError, match="heartbeat_ttl"):
+        Settings(heartbeat_interval=25)
+
+
+@pytest.mark.parametrize("spec", ["a:b", "a:0", "", "a b", "a:-1", "a:"])
+def test_bad_queue_spec_rejected(spec: str) -> None:
+    with pytest.raises(ValidationError, match="queue"):
+        Settings(queues=(spec,))
+
+
+def test_bad_queue_spec_message_names_the_spec() -> None:
+    with pytest.raises(ValueError, match="'a:b'"):
+        parse_queue_spec("a:b")
+    with pytest.raises(ValueError, match="at least 1"):
+        parse_queue_spec("a:0")
+
+
+def test_empty_queues_rejected() -> None:
+    with pytest.raises(ValidationError, match="at least one queue"):
+        Settings(queues=())
+
+
+def test_queues_from_comma_string() -> None:
+    s = Settings(queues="a,b:3")  # type: ignore[arg-type]
+    assert s.queues == ("a", "b:3")
+    assert s.queue_specs == (QueueSpec("a", 1), QueueSpec("b", 3))
+
+
+def test_queues_from_environment_json(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COGWORKER_QUEUES", '["a", "b:3"]')
+    assert Settings().queue_specs == (QueueSpec("a", 1), QueueSpec("b", 3))
+
+
+def test_queues_from_environment_comma_list(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COGWORKER_QUEUES", "a,b:3")
+    s = Settings()
+    assert s.queues == ("a", "b:3")
+    assert s.queue_specs == (QueueSpec("a", 1), QueueSpec("b", 3))
+
+
+def test_bad_queue_spec_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COGWORKER_QUEUES", "a,b:0")
+    with pytest.raises(ValidationError, match="b:0"):
+        Settings()
+
+
+def test_fractional_intervals_accepted() -> None:
+    s = Settings(
+        heartbeat_interval=0.1,
+        heartbeat_ttl=0.25,
+        orphan_threshold=0.4,
+        orphan_check_interval=0.15,
+        fetch_idle_max_interval=0.05,
+        scheduled_poll_interval=0.2,
+        shutdown_timeout=0.3,
+        socket_timeout=0.5,
+        key_check_interval=0.75,
+    )
+    assert s.heartbeat_interval == 0.1
+    assert s.heartbeat_ttl == 0.25
+    assert s.orphan_threshold == 0.4
+    assert s.fetch_idle_max_interval == 0.05
+    assert s.scheduled_poll_interval == 0.2
+
+
+@pytest.mark.parametrize("field", ["heartbeat_interval", "scheduled_poll_interval", "dead_timeout"])
+def test_non_positive_interval_rejected(field: str) -> None:
+    with pytest.raises(ValidationError, match=field):
+        Settings(**{field: 0})  # type: ignore[arg-type]
+
+
+def test_fetch_mode_restricted() -> None:
+    assert Settings(fetch="basic").fetch == "basic"
+    with pytest.raises(ValidationError, match="fetch"):
+        Settings(fetch="sometimes")  # type: ignore[arg-type]
+
+
+def test_queue_specs_parse_weights_and_merge_duplicates() -> None:
+    s = Settings(queues=("high:5", "low", "high:1", "low:7", "mid.x-y_z:2"))
+    assert s.queue_specs == (QueueSpec("high", 5), QueueSpec("low", 1), QueueSpec("mid.x-y_z", 2))
+
+
+def test_queue_spec_whitespace_trimmed() -> None:
+    assert parse_queue_spec("  mail:4 ") == QueueSpec("mail", 4)
+    assert Settings(queues=" a , b:2 ").queue_specs == (  # type: ignore[arg-type]
+        QueueSpec("a", 1),
+        QueueSpec("b", 2),
+    )

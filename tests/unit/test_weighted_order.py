@@ -1,0 +1,51 @@
+"""The order in which several queues are tried."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import pytest
+
+from cogworker_async.settings import QueueSpec
+from cogworker_async.worker.fetcher import weighted_order
+
+SPECS = [QueueSpec("a", 3), QueueSpec("b", 1)]
+
+
+def test_strict_order_preserved() -> None:
+    specs = [QueueSpec("c", 1), QueueSpec("a", 9), QueueSpec("b", 2)]
+    rng = random.Random(1)
+    for _ in range(100):
+        assert weighted_order(specs, True, rng) == ["c", "a", "b"]
+
+
+def test_single_queue() -> None:
+    assert weighted_order([QueueSpec("only", 5)], False, random.Random(1)) == ["only"]
+
+
+def test_weighted_share_of_first() -> None:
+    rng = random.Random(2024)
+    draws = 20_000
+    firsts = Counter(weighted_order(SPECS, False, rng)[0] for _ in range(draws))
+    assert abs(firsts["a"] / draws - 0.75) <= 0.02
+    assert firsts["a"] + firsts["b"] == draws
+
+
+def test_equal_weights_are_fair() -> None:
+    specs = [QueueSpec("x", 1), QueueSpec("y", 1), QueueSpec("z", 1)]
+    rng = random.Random(11)
+    draws = 15_000
+    firsts = Counter(weighted_order(specs, False, rng)[0] for _ in range(draws))
+    for name in "xyz":
+        assert abs(firsts[name] / draws - 1 / 3) <= 0.02
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_every_queue_once_per_order(strict: bool) -> None:
+    specs = [QueueSpec("a", 3), QueueSpec("b", 1), QueueSpec("c", 5), QueueSpec("d", 2)]
+    rng = random.Random(5)
+    for _ in range(2000):
+        order = weighted_order(specs, strict, rng)
+        assert sorted(order) == ["a", "b", "c", "d"]
+        assert len(order) == len(set(order))
