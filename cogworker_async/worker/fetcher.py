@@ -194,7 +194,7 @@ class Fetcher:
                 self._resent.difference_update(a.raw for a in acks)
             if result.broken_queues and set(result.broken_queues) != self._broken:
                 self._log.error(
-                    "queue key(s) of the wrong type skipped: %s: jobs there wait until the key is fixed",
+                    "queue key(s) of the wrong type skipped: %s: their jobs wait until it is fixed",
                     ", ".join(f"{self._keys.queue(q)}" for q in result.broken_queues),
                 )
             self._broken = set(result.broken_queues)

@@ -7,7 +7,6 @@ import time
 import orjson
 import pytest
 from redis.asyncio import Redis
-from redis.exceptions import ResponseError
 
 from cogworker_async.keys import Keys
 from cogworker_async.store import commands
