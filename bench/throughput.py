@@ -1,0 +1,152 @@
+"""Throughput: how fast one worker process drains a queue that is already full.
+
+Modes:
+  noop      20,000 no-op ``async def`` jobs, concurrency 50, one queue
+  weighted  20,000 no-op jobs split evenly over queues a:3, b:2, c:1, concurrency 50
+  io        5,000 jobs that each ``await asyncio.sleep(0.01)``, concurrency 100
+
+All jobs are enqueued first (``enqueue_many``, timed on its own), then a worker
+starts in a subprocess (``bench/_worker_proc.py``). Its wall time runs from the
+first job's start until ``<ns>:stats:processed`` reaches the total; CPU is the
+worker process's ``time.process_time()`` over the same window.
+
+    python bench/throughput.py --mode noop [--repeat 3] [--json] [--uvloop]
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import dataclass
+from typing import Any
+
+import common
+import jobs
+
+from cogworker_async import Client, Settings
+
+
+@dataclass(frozen=True)
+class Mode:
+    name: str
+    title: str
+    total: int
+    concurrency: int
+    queues: tuple[str, ...]
+    handler: Any
+    sleep: float = 0.0  # seconds each job sleeps (io mode)
+
+
+MODES = {
+    "noop": Mode(
+        "noop", "throughput noop (20,000 jobs, c=50, 1 queue)", 20_000, 50, ("default",),
+        jobs.noop,
+    ),
+    "weighted": Mode(
+        "weighted", "throughput weighted (20,000 jobs, c=50, a:3 b:2 c:1)", 20_000, 50,
+        common.WEIGHTED_QUEUES, jobs.noop,
+    ),
+    "io": Mode(
+        "io", "throughput io (5,000 x sleep 10 ms, c=100)", 5_000, 100, ("default",), jobs.sleep,
+        sleep=0.01,
+    ),
+}  # fmt: skip
+
+
+def _batches(mode: Mode) -> list[tuple[Any, list[tuple[Any, ...]]]]:
+    """(target, args) per queue: the jobs split as evenly as they go."""
+    names = [spec.split(":")[0] for spec in mode.queues]
+    batches = []
+    for index, name in enumerate(names):
+        target = mode.handler if name == "default" else mode.handler.options(queue=name)
+        extra = (mode.sleep,) if mode.sleep else ()
+        args = [(i, *extra) for i in range(index, mode.total, len(names))]
+        batches.append((target, args))
+    return batches
+
+
+async def run_once(url: str, mode: Mode, *, use_uvloop: bool = False) -> dict[str, float]:
+    namespace = common.new_namespace(f"tp-{mode.name}")
+    try:
+        batches = _batches(mode)
+        async with Client(Settings(redis_url=url, namespace=namespace)) as client:
+            with common.Stopwatch() as enqueue:
+                for target, args in batches:
+                    await client.enqueue_many(target, args)
+        worker = await common.WorkerProc.start(
+            redis_url=url,
+            namespace=namespace,
+            queues=mode.queues,
+            concurrency=mode.concurrency,
+            target=mode.total,
+            use_uvloop=use_uvloop,
+        )
+        try:
+            report = await worker.report()
+        finally:
+            worker.kill()  # a no-op once it has exited; never left behind on an error
+    finally:
+        await common.cleanup(url, namespace)
+    wall, cpu, redis_cpu = report["wall_s"], report["cpu_s"], report["redis_cpu_s"]
+    run = {
+        "jobs_per_s": mode.total / wall,
+        "cpu_us_per_job": cpu / mode.total * 1e6,
+        "worker_cpu_share": cpu / wall,
+        "redis_cpu_us_per_job": redis_cpu / mode.total * 1e6,
+        "enqueue_jobs_per_s": mode.total / enqueue.seconds,
+        "wall_s": wall,
+    }
+    if mode.sleep:
+        # The ceiling: every slot busy sleeping all the time, no overhead at all.
+        run["ceiling_share"] = run["jobs_per_s"] / (mode.concurrency / mode.sleep)
+    return run
+
+
+async def bench(
+    url: str, mode_name: str, *, repeat: int, use_uvloop: bool = False
+) -> common.Result:
+    mode = MODES[mode_name]
+    common.note(f"{mode.title}: {repeat} run(s)")
+
+    async def once(_: int) -> dict[str, float]:
+        return await run_once(url, mode, use_uvloop=use_uvloop)
+
+    runs = await common.repeat_runs(repeat, once, mode.name)
+    metrics = [
+        ("jobs_per_s", "processed", "jobs/s"),
+        ("cpu_us_per_job", "worker CPU", "µs/job"),
+        ("redis_cpu_us_per_job", "redis-server CPU", "µs/job"),
+        ("worker_cpu_share", "worker CPU use", "cores"),
+        ("enqueue_jobs_per_s", "enqueue_many", "jobs/s"),
+    ]
+    if mode.sleep:
+        metrics.append(("ceiling_share", "share of concurrency/sleep ceiling", "ratio"))
+    _, loop_name = common.uvloop_factory(use_uvloop)
+    return common.collect(
+        f"throughput-{mode.name}",
+        mode.title,
+        {
+            "jobs": mode.total,
+            "concurrency": mode.concurrency,
+            "queues": list(mode.queues),
+            "loop": loop_name,
+        },
+        runs,
+        metrics,
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="cogworker_async worker throughput")
+    parser.add_argument("--mode", choices=sorted(MODES), default="noop")
+    common.add_common_args(parser)
+    args = parser.parse_args()
+    with common.redis_server(args.redis_url) as url:
+        result = common.run_async(
+            bench(url, args.mode, repeat=args.repeat, use_uvloop=args.uvloop),
+            use_uvloop=args.uvloop,
+        )
+    common.emit([result], as_json=args.json)
+
+
+if __name__ == "__main__":
+    main()
