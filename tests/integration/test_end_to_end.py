@@ -260,3 +260,18 @@ async def test_heartbeat_keys_while_running(settings: Settings, redis: Redis, ke
         assert await redis.zscore(keys.live_queues, "default") is not None
     assert await redis.exists(keys.process(worker.identity)) == 0
     assert not await redis.sismember(keys.processes, worker.identity)
+
+
+async def test_basic_fetch_runs_jobs_without_an_in_progress_list(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
+    basic = settings.model_copy(update={"fetch": "basic", "queues": ("a", "b")})
+    async with Client(basic) as client:
+        await client.enqueue_many(add.options(queue="a"), [(i, 0) for i in range(30)])
+        await client.enqueue_many(add.options(queue="b"), [(i, 0) for i in range(30)])
+    worker = Worker(basic, jobs=ALL)
+    async with worker:
+        await wait_for(lambda: _count("add", 60))
+        assert await redis.exists(keys.in_progress(worker.identity)) == 0
+        assert not await redis.sismember(keys.in_progress_identities, worker.identity)
+    assert int(await redis.get(keys.stats_processed)) == 60
