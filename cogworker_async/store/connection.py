@@ -2,26 +2,32 @@
 
 from __future__ import annotations
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from cogworker_async.settings import Settings
 
+DEFAULT_POOL_SIZE = 64
+
 
 def connect(settings: Settings, *, max_connections: int | None = None) -> Redis:
-    """An asyncio client with bounded socket timeouts (a dead link can't hang a duty)."""
-    return Redis.from_url(
+    """An asyncio client with bounded socket timeouts (a dead link can't hang a duty).
+
+    The pool blocks when full instead of raising, so thousands of concurrent
+    ``enqueue`` calls queue up for a connection rather than fail.
+    """
+    pool = BlockingConnectionPool.from_url(
         settings.redis_url,
+        max_connections=max_connections or DEFAULT_POOL_SIZE,
+        timeout=settings.socket_timeout,
         socket_timeout=settings.socket_timeout,
         socket_connect_timeout=min(settings.socket_timeout, 5.0),
-        max_connections=max_connections,
-        decode_responses=False,
-        health_check_interval=0,
         # No silent retries: a script call retried after its reply was lost
         # would run twice. Every caller decides itself what a failure means.
         retry=Retry(NoBackoff(), 0),
     )
+    return Redis.from_pool(pool)  # the client owns the pool and closes it
 
 
 def blocking_timeout(settings: Settings) -> float:
