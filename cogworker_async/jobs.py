@@ -7,7 +7,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from cogworker_async.errors import ConfigurationError
 
@@ -16,6 +16,10 @@ R = TypeVar("R")
 
 RetryOption = bool | int
 Handler = Callable[..., Any]
+RetryDecision = float | int | Literal["discard", "dead"] | None
+RetryIn = Callable[[int, BaseException, dict[str, Any]], RetryDecision]
+"""``retry_in(count, exc, job)``: seconds until the next try, ``"discard"``,
+``"dead"``, or None for the default backoff."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,10 +36,17 @@ class JobOptions:
 class JobFunction(Generic[P, R]):
     """A registered handler: call it directly, or enqueue it with ``Client.enqueue``."""
 
-    def __init__(self, fn: Callable[P, R], name: str, options: JobOptions) -> None:
+    def __init__(
+        self,
+        fn: Callable[P, R],
+        name: str,
+        options: JobOptions,
+        retry_in: RetryIn | None = None,
+    ) -> None:
         self.fn = fn
         self.name = name
         self.defaults = options
+        self.retry_in = retry_in
         self.is_async = inspect.iscoroutinefunction(fn)
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
@@ -97,6 +108,7 @@ def job(
     queue: str = "default",
     retry: RetryOption | None = None,
     timeout: float | None = None,
+    retry_in: RetryIn | None = None,
 ) -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
 
 
@@ -108,6 +120,7 @@ def job(
     queue: str = "default",
     retry: RetryOption | None = None,
     timeout: float | None = None,
+    retry_in: RetryIn | None = None,
 ) -> JobFunction[P, R] | Callable[[Callable[P, R]], JobFunction[P, R]]:
     """Declare a job handler (``async def``, or a plain ``def`` run in a worker thread).
 
@@ -119,7 +132,8 @@ def job(
 
     def wrap(target: Callable[P, R]) -> JobFunction[P, R]:
         job_name = name or f"{target.__module__}.{target.__qualname__}"
-        return JobFunction(target, job_name, JobOptions(queue=queue, retry=retry, timeout=timeout))
+        options = JobOptions(queue=queue, retry=retry, timeout=timeout)
+        return JobFunction(target, job_name, options, retry_in)
 
     if fn is not None:
         return wrap(fn)

@@ -253,3 +253,33 @@ async def swap_dead_entry(
 
 async def release_lock(redis: Redis, key: str, token: str) -> bool:
     return bool(await script("release_lock").run(redis, [key], [token]))
+
+
+def unsettled_record(filing: Filing, keys: Keys) -> bytes:
+    """The JSON record a stopping process hands over for a filing it couldn't make."""
+    which = "dead" if filing.target == keys.dead else "retry"
+    return orjson.dumps(
+        {"set": which, "score": filing.score, "payload": filing.entry.decode(), "jid": filing.jid}
+    )
+
+
+async def park_unsettled(redis: Redis, keys: Keys, *, identity: str, filing: Filing) -> bool:
+    """Hand a pending failure over to the unsettled list (removing it from in-progress)."""
+    script_keys = [keys.in_progress(identity), keys.unsettled]
+    args: list[EncodableArg] = [filing.raw, unsettled_record(filing, keys)]
+    return bool(await script("park_unsettled").run(redis, script_keys, args))
+
+
+async def file_unsettled(
+    redis: Redis, keys: Keys, *, record: bytes, target: str, jid: str, score: float, entry: bytes
+) -> bool:
+    """File the head record of the unsettled list; False when someone else did."""
+    script_keys = [
+        keys.unsettled,
+        target,
+        keys.orphanings(jid),
+        keys.stats_processed,
+        keys.stats_failed,
+    ]
+    args: list[EncodableArg] = [record, score, entry]
+    return bool(await script("file_unsettled").run(redis, script_keys, args))

@@ -117,6 +117,10 @@ class Fetcher:
         """Jobs fetched but not yet handed to a processor."""
         return list(self._ready)
 
+    def pending_ack_raws(self) -> list[bytes]:
+        """Finished jobs whose ack hasn't landed yet (still on the list, not strays)."""
+        return [a.raw for a in self.inflight_acks] + [a.raw for a in self._acks]
+
     def take_pending_acks(self) -> list[Ack]:
         acks, self._acks = [*self.inflight_acks, *self._acks], []
         self.inflight_acks = []

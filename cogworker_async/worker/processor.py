@@ -81,7 +81,9 @@ class Processors:
             self._log.warning(
                 "jid=%s %s failed: %s: %s", job["jid"], job["class"], type(exc).__name__, exc
             )
-            await self._settler.file(self._settler.failure_filing(raw, job, exc))
+            function = self._registry.get(job["class"])
+            retry_in = function.retry_in if function is not None else None
+            await self._settler.file(self._settler.failure_filing(raw, job, exc, retry_in))
         else:
             self._fetcher.ack(raw, job["jid"])
         finally:

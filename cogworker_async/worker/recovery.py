@@ -27,6 +27,7 @@ from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
 from cogworker_async.store import commands
 from cogworker_async.store.faults import is_outage
+from cogworker_async.worker.unsettled import file_unsettled
 
 
 def _text(value: bytes | str) -> str:
@@ -85,6 +86,7 @@ class Recovery:
             moved = await self._recover_all()
             await self._bury_repeat_orphans()
             await self._complete_raw_burials()
+            await file_unsettled(self._redis, self._keys, self._log)
         finally:
             await commands.release_lock(self._redis, self._keys.recovery_lock, token)
         return moved

@@ -18,6 +18,7 @@ import orjson
 from redis.asyncio import Redis
 
 from cogworker_async import payload
+from cogworker_async.jobs import RetryDecision, RetryIn
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
 from cogworker_async.store import commands
@@ -66,7 +67,13 @@ class Settler:
         self.pending: dict[bytes, Filing] = {}
         self.duplicates_suspected = 0
 
-    def failure_filing(self, raw: bytes, job: dict[str, Any], exc: BaseException) -> Filing:
+    def failure_filing(
+        self,
+        raw: bytes,
+        job: dict[str, Any],
+        exc: BaseException,
+        retry_in: RetryIn | None = None,
+    ) -> Filing:
         now = time.time()
         limit = retry_limit(job, self._settings)
         count = int(job["retry_count"]) + 1 if isinstance(job.get("retry_count"), int) else 0
@@ -90,10 +97,35 @@ class Settler:
                 job["error_class"],
             )
             return Filing(raw, str(job.get("jid", "")), None, now, b"")
-        if count < limit:
-            at = now + retry_backoff(count, self._rng)
-            return Filing(raw, str(job["jid"]), self._keys.retry, at, orjson.dumps(job))
-        return Filing(raw, str(job["jid"]), self._keys.dead, now, orjson.dumps(job))
+        if count >= limit:
+            return Filing(raw, str(job["jid"]), self._keys.dead, now, orjson.dumps(job))
+        decision = self._ask(retry_in, count, exc, job)
+        if decision == "discard":
+            self._log.warning("jid=%s: retry_in said discard: not run again", job.get("jid"))
+            return Filing(raw, str(job.get("jid", "")), None, now, b"")
+        if decision == "dead":
+            return Filing(raw, str(job["jid"]), self._keys.dead, now, orjson.dumps(job))
+        delay = retry_backoff(count, self._rng) if decision is None else float(decision)
+        return Filing(raw, str(job["jid"]), self._keys.retry, now + delay, orjson.dumps(job))
+
+    def _ask(
+        self, retry_in: RetryIn | None, count: int, exc: BaseException, job: dict[str, Any]
+    ) -> RetryDecision:
+        if retry_in is None:
+            return None
+        try:
+            decision = retry_in(count, exc, job)
+        except Exception:  # noqa: BLE001 - a user hook's bug must not lose the job
+            self._log.exception("jid=%s: retry_in raised: using the default backoff", job["jid"])
+            return None
+        if decision in ("discard", "dead") or decision is None:
+            return decision
+        if isinstance(decision, int | float) and decision >= 0:
+            return decision
+        self._log.error(
+            "jid=%s: retry_in returned %r: using the default backoff", job["jid"], decision
+        )
+        return None
 
     def unparseable_filing(self, raw: bytes, reason: str) -> Filing:
         return Filing(raw, "", self._keys.dead, time.time(), payload.unparseable_entry(raw, reason))
@@ -127,6 +159,26 @@ class Settler:
     def note_duplicate(self, jid: str) -> None:
         self.duplicates_suspected += 1
         self._log.warning("jid=%s %s", jid, DUPLICATE_WARNING)
+
+    async def hand_over_pending(self) -> tuple[list[bytes], list[bytes]]:
+        """On shutdown: pending failures go to the unsettled list for any live process
+        to file. Returns (discarded jobs to drop with the requeue, jobs to keep on the
+        list because even the hand-over failed)."""
+        finished: list[bytes] = []
+        keep: list[bytes] = []
+        for raw, filing in list(self.pending.items()):
+            if filing.target is None:
+                finished.append(raw)  # retry=False: dropping it is its settlement
+                continue
+            try:
+                await commands.park_unsettled(
+                    self._redis, self._keys, identity=self._identity, filing=filing
+                )
+            except Exception as exc:  # noqa: BLE001 - kept on the list, recovery finds it
+                self._log.error("jid=%s: could not hand over its failure (%s)", filing.jid, exc)
+                keep.append(raw)
+            self.pending.pop(raw, None)
+        return finished, keep
 
     async def settle_pending(self) -> int:
         """Try every pending filing once; returns how many are still pending."""

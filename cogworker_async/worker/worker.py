@@ -27,22 +27,18 @@ from cogworker_async.jobs import JobRegistry, JobSpec
 from cogworker_async.keys import Keys
 from cogworker_async.middleware import ServerMiddleware
 from cogworker_async.settings import Settings
-from cogworker_async.store import commands
-from cogworker_async.store.commands import Ack
 from cogworker_async.store.connection import connect, server_version
 from cogworker_async.store.faults import OutageLog, is_outage
-from cogworker_async.timing import jittered, scaled_poll_interval
+from cogworker_async.worker.duties import start_duties
 from cogworker_async.worker.fetcher import Fetcher
 from cogworker_async.worker.heartbeat import Heartbeat
 from cogworker_async.worker.processor import Processors
+from cogworker_async.worker.reconcile import Reconciler
 from cogworker_async.worker.recovery import Recovery
-from cogworker_async.worker.scheduler import ScheduledPoller
-from cogworker_async.worker.service import run_duty
 from cogworker_async.worker.settlement import Settler
+from cogworker_async.worker.shutdown import finish
 
 MIN_RELIABLE_VERSION = (6, 2)
-FINISH_BOUND = 10.0
-RECONCILE_INTERVAL = 5.0
 
 log = logging.getLogger("cogworker_async.worker")
 
@@ -82,6 +78,7 @@ class Worker:
         self.settler: Settler | None = None
         self.heartbeat: Heartbeat | None = None
         self.recovery: Recovery | None = None
+        self.reconciler: Reconciler | None = None
 
     # --- control -----------------------------------------------------------
     def stop(self) -> None:
@@ -240,54 +237,42 @@ class Worker:
 
     def _start_duties(self, duties: TaskGroup, redis: Any) -> None:
         settings = self.settings
-        poller = ScheduledPoller(redis, self.keys, self.log)
-        live = {"count": 1}
-
-        async def poll() -> None:
-            live["count"] = int(await redis.scard(self.keys.processes)) or 1
-            await poller.poll_once()
-
-        duties.start_soon(
-            lambda: run_duty(
-                "Scheduled poller",
-                poll,
-                lambda: scaled_poll_interval(
-                    settings.scheduled_poll_interval, live["count"], self._rng
-                ),
-                self.log,
-                rng=self._rng,
-                first_delay=self._rng.random() * min(1.0, settings.scheduled_poll_interval),
-            )
-        )
+        assert self.settler is not None
+        assert self.fetcher is not None
         self.recovery = Recovery(
             redis, self.keys, settings, identity=self.identity, logger=self.log
         )
-        if self._reliable:
-            duties.start_soon(
-                lambda: run_duty(
-                    "Orphan recovery",
-                    self.recovery.pass_once,  # type: ignore[union-attr]
-                    lambda: jittered(settings.orphan_check_interval, self._rng),
-                    self.log,
-                    rng=self._rng,
-                    first_delay=self._rng.random() * settings.orphan_check_interval,
-                )
-            )
-        duties.start_soon(
-            lambda: run_duty(
-                "Reconcile",
-                self._reconcile_once,
-                lambda: jittered(
-                    min(RECONCILE_INTERVAL, settings.orphan_check_interval), self._rng
-                ),
-                self.log,
-                rng=self._rng,
-            )
+        self.reconciler = Reconciler(
+            redis,
+            self.keys,
+            self.settler,
+            identity=self.identity,
+            default_queue=settings.queue_specs[0].name,
+            known=self._known_jobs,
+            reliable=lambda: self._reliable,
+            logger=self.log,
+        )
+        start_duties(
+            duties,
+            redis=redis,
+            keys=self.keys,
+            settings=settings,
+            rng=self._rng,
+            logger=self.log,
+            recovery=self.recovery if self._reliable else None,
+            reconciler=self.reconciler,
         )
 
-    async def _reconcile_once(self) -> None:
+    def _known_jobs(self) -> list[bytes]:
+        """Every in-progress job this process holds in memory (see Reconciler)."""
+        assert self.processors is not None
+        assert self.fetcher is not None
         assert self.settler is not None
-        await self.settler.settle_pending()
+        known = [r.raw for r in list(self.processors.running.values())]
+        known.extend(self.fetcher.held)
+        known.extend(self.fetcher.pending_ack_raws())
+        known.extend(self.settler.pending)
+        return known
 
     def _busy_snapshot(self) -> dict[str, Any]:
         processors = self.processors
@@ -344,57 +329,16 @@ class Worker:
         group.cancel_scope.cancel()
 
     async def _finish(self, redis: Any) -> None:
-        """Settle what can be settled, requeue the rest of our own list, deregister."""
         if self.fetcher is None or self.heartbeat is None or self.settler is None:
             return
-        finished: list[Ack] = []
-        list_empty = False
-        with anyio.move_on_after(FINISH_BOUND):
-            finished = self.fetcher.take_pending_acks()
-            if finished:
-                try:
-                    await commands.ack(redis, self.keys, identity=self.identity, acks=finished)
-                    finished = []
-                except Exception as exc:  # noqa: BLE001 - shutdown goes on whatever failed
-                    self.log.warning("final ack failed (%s): dropping them with the requeue", exc)
-            await self.settler.settle_pending()
-            keep = list(self.settler.pending)
-            if self._reliable:
-                result = await self._requeue_own(redis, finished, keep)
-                list_empty = result is not None and not keep and result.failed == 0
-            else:
-                list_empty = True
-        self.heartbeat.stop()
-        try:
-            await anyio.to_thread.run_sync(lambda: self.heartbeat.deregister(list_empty=list_empty))  # type: ignore[union-attr]
-        except Exception as exc:  # noqa: BLE001 - the keys expire by themselves anyway
-            self.log.warning("could not remove heartbeat keys (%s); they expire by themselves", exc)
-        self.log.info("worker %s stopped", self.identity)
-
-    async def _requeue_own(
-        self, redis: Any, finished: list[Ack], keep: list[bytes]
-    ) -> commands.RequeueResult | None:
-        for attempt in range(3):
-            try:
-                result = await commands.requeue(
-                    redis,
-                    self.keys,
-                    identity=self.identity,
-                    threshold=None,
-                    default_queue=self.settings.queue_specs[0].name,
-                    max_orphanings=self.settings.max_orphanings,
-                    live_window=2 * self.settings.heartbeat_ttl,
-                    finished=[a.raw for a in finished],
-                    keep=keep,
-                )
-            except Exception as exc:  # noqa: BLE001 - retried, then left to orphan recovery
-                self.log.warning("requeue of own jobs failed (%s), attempt %d", exc, attempt + 1)
-                await anyio.sleep(0.5)
-                continue
-            if result.moved:
-                self.log.info("requeued %d unfinished job(s) of %s", result.moved, self.identity)
-            return result
-        self.log.error(
-            "could not requeue this process's unfinished jobs: orphan recovery will bring them back"
+        await finish(
+            redis,
+            self.keys,
+            self.settings,
+            identity=self.identity,
+            reliable=self._reliable,
+            fetcher=self.fetcher,
+            settler=self.settler,
+            heartbeat=self.heartbeat,
+            logger=self.log,
         )
-        return None

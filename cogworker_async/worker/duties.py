@@ -1,0 +1,74 @@
+"""The background duties of a worker, each one ``run_duty`` loop in the duties group."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Awaitable, Callable
+
+from anyio.abc import TaskGroup
+from redis.asyncio import Redis
+
+from cogworker_async.keys import Keys
+from cogworker_async.settings import Settings
+from cogworker_async.timing import jittered, scaled_poll_interval
+from cogworker_async.worker.reconcile import Reconciler
+from cogworker_async.worker.recovery import Recovery
+from cogworker_async.worker.scheduler import ScheduledPoller
+from cogworker_async.worker.service import run_duty
+
+RECONCILE_INTERVAL = 5.0
+
+
+def start_duties(
+    group: TaskGroup,
+    *,
+    redis: Redis,
+    keys: Keys,
+    settings: Settings,
+    rng: random.Random,
+    logger: logging.Logger,
+    recovery: Recovery | None,
+    reconciler: Reconciler,
+    extra: list[tuple[str, Callable[[], Awaitable[object]], Callable[[], float]]] = [],  # noqa: B006
+) -> None:
+    """Start the scheduled poller, orphan recovery (reliable mode) and reconciliation."""
+    poller = ScheduledPoller(redis, keys, logger)
+    live = {"count": 1}
+
+    async def poll() -> None:
+        # Each of N processes polls every N × average: the total rate stays flat.
+        live["count"] = int(await redis.scard(keys.processes)) or 1
+        await poller.poll_once()
+
+    def start(
+        name: str,
+        once: Callable[[], Awaitable[object]],
+        interval: Callable[[], float],
+        first_delay: float | None = None,
+    ) -> None:
+        async def loop() -> None:
+            await run_duty(name, once, interval, logger, rng=rng, first_delay=first_delay)
+
+        group.start_soon(loop, name=name)
+
+    start(
+        "Scheduled poller",
+        poll,
+        lambda: scaled_poll_interval(settings.scheduled_poll_interval, live["count"], rng),
+        first_delay=rng.random() * min(1.0, settings.scheduled_poll_interval),
+    )
+    if recovery is not None:
+        start(
+            "Orphan recovery",
+            recovery.pass_once,
+            lambda: jittered(settings.orphan_check_interval, rng),
+            first_delay=rng.random() * min(1.0, settings.orphan_check_interval),
+        )
+    start(
+        "Reconcile",
+        reconciler.once,
+        lambda: jittered(min(RECONCILE_INTERVAL, settings.orphan_check_interval), rng),
+    )
+    for name, once, interval in extra:
+        start(name, once, interval)

@@ -1,0 +1,77 @@
+"""Reconciliation: finish pending settlements and requeue this process's own strays.
+
+A stray is an entry on this process's in-progress list that no processor
+holds: judged by the process's own memory (running, fetched-not-started,
+pending acks and filings), never by the workers hash in Redis, which a
+failover can lose while a long job still runs. It is requeued only once seen
+stray on two looks in a row: the second look rules out a job caught between
+being moved by a fetch call and that call's reply arriving.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+
+import orjson
+from redis.asyncio import Redis
+
+from cogworker_async.keys import Keys
+from cogworker_async.store import commands
+from cogworker_async.worker.settlement import Settler
+
+
+def jid_of(raw: bytes) -> str:
+    try:
+        job = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return "?"
+    return str(job.get("jid", "?")) if isinstance(job, dict) else "?"
+
+
+class Reconciler:
+    def __init__(
+        self,
+        redis: Redis,
+        keys: Keys,
+        settler: Settler,
+        *,
+        identity: str,
+        default_queue: str,
+        known: Callable[[], Iterable[bytes]],
+        reliable: Callable[[], bool],
+        logger: logging.Logger,
+    ) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._settler = settler
+        self._identity = identity
+        self._default_queue = default_queue
+        self._known = known
+        self._reliable = reliable
+        self._log = logger
+        self._previous: set[bytes] = set()
+        self.strays_requeued = 0
+
+    async def once(self) -> None:
+        await self._settler.settle_pending()
+        if self._reliable():
+            await self._requeue_strays()
+
+    async def _requeue_strays(self) -> None:
+        listed: list[bytes] = await self._redis.lrange(  # type: ignore[assignment]
+            self._keys.in_progress(self._identity), 0, -1
+        )
+        known = set(self._known())
+        strays = {raw for raw in listed if raw not in known}
+        for raw in strays & self._previous:
+            if await commands.requeue_one(
+                self._redis,
+                self._keys,
+                identity=self._identity,
+                raw=raw,
+                default_queue=self._default_queue,
+            ):
+                self.strays_requeued += 1
+                self._log.warning("requeued stray in-progress job jid=%s", jid_of(raw))
+        self._previous = strays - self._previous

@@ -1,0 +1,96 @@
+"""The end of a worker's life: settle what can be, requeue the rest, deregister.
+
+Invariant: after a clean stop, every job this process fetched is either
+settled (acked or filed), handed over to ``<ns>:unsettled``, back on its
+queue, or — only if Redis refused even that — still on the in-progress list
+where orphan recovery will find it. A finished job whose ack failed is
+dropped from the list in the same atomic step that requeues the rest: it is
+never run again because its ack failed.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+from redis.asyncio import Redis
+
+from cogworker_async.keys import Keys
+from cogworker_async.settings import Settings
+from cogworker_async.store import commands
+from cogworker_async.worker.fetcher import Fetcher
+from cogworker_async.worker.heartbeat import Heartbeat
+from cogworker_async.worker.settlement import Settler
+
+FINISH_BOUND = 10.0
+
+
+async def finish(
+    redis: Redis,
+    keys: Keys,
+    settings: Settings,
+    *,
+    identity: str,
+    reliable: bool,
+    fetcher: Fetcher,
+    settler: Settler,
+    heartbeat: Heartbeat,
+    logger: logging.Logger,
+) -> None:
+    list_empty = False
+    with anyio.move_on_after(FINISH_BOUND):
+        unacked = fetcher.take_pending_acks()
+        if unacked:
+            try:
+                await commands.ack(redis, keys, identity=identity, acks=unacked)
+                unacked = []
+            except Exception as exc:  # noqa: BLE001 - shutdown goes on whatever failed
+                logger.warning("final ack failed (%s): dropping them with the requeue", exc)
+        await settler.settle_pending()
+        discarded, keep = await settler.hand_over_pending()
+        if reliable:
+            drop = [a.raw for a in unacked] + discarded
+            result = await requeue_own(redis, keys, settings, identity, drop, keep, logger)
+            list_empty = result is not None and not keep and result.failed == 0
+        else:
+            list_empty = True
+    heartbeat.stop()
+    try:
+        await anyio.to_thread.run_sync(lambda: heartbeat.deregister(list_empty=list_empty))
+    except Exception as exc:  # noqa: BLE001 - the keys expire by themselves anyway
+        logger.warning("could not remove heartbeat keys (%s); they expire by themselves", exc)
+    logger.info("worker %s stopped", identity)
+
+
+async def requeue_own(
+    redis: Redis,
+    keys: Keys,
+    settings: Settings,
+    identity: str,
+    finished: list[bytes],
+    keep: list[bytes],
+    logger: logging.Logger,
+) -> commands.RequeueResult | None:
+    """Requeue this process's list now (no liveness check: it is ours)."""
+    for attempt in range(3):
+        try:
+            result = await commands.requeue(
+                redis,
+                keys,
+                identity=identity,
+                threshold=None,
+                default_queue=settings.queue_specs[0].name,
+                max_orphanings=settings.max_orphanings,
+                live_window=2 * settings.heartbeat_ttl,
+                finished=finished,
+                keep=keep,
+            )
+        except Exception as exc:  # noqa: BLE001 - retried, then left to orphan recovery
+            logger.warning("requeue of own jobs failed (%s), attempt %d", exc, attempt + 1)
+            await anyio.sleep(0.5)
+            continue
+        if result.moved:
+            logger.info("requeued %d unfinished job(s) of %s", result.moved, identity)
+        return result
+    logger.error("could not requeue this process's jobs: orphan recovery will bring them back")
+    return None

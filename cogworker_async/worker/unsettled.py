@@ -1,0 +1,66 @@
+"""Filing what stopping processes handed over in ``<ns>:unsettled``.
+
+Each record names where its job goes (retry or dead), when, and the payload.
+Records are validated: one that can't be filed (unreadable, fields missing, a
+target that isn't ours) is moved aside to quarantine for a human, with a log
+line, instead of stopping every pass at it and everything behind it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import orjson
+from redis.asyncio import Redis
+
+from cogworker_async.keys import Keys
+from cogworker_async.store import commands
+
+QUARANTINE_TTL = 7 * 24 * 3600
+
+
+def _valid(record: Any) -> bool:
+    return (
+        isinstance(record, dict)
+        and record.get("set") in ("retry", "dead")
+        and isinstance(record.get("score"), int | float)
+        and isinstance(record.get("payload"), str)
+    )
+
+
+async def file_unsettled(redis: Redis, keys: Keys, logger: logging.Logger) -> int:
+    """File every handed-over record, head first; returns how many were filed."""
+    filed = 0
+    records: list[bytes] = await redis.lrange(keys.unsettled, 0, -1)  # type: ignore[assignment]
+    for raw in records:
+        try:
+            record = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            record = None
+        if not _valid(record):
+            await _quarantine(redis, keys, raw, logger)
+            continue
+        target = keys.retry if record["set"] == "retry" else keys.dead
+        if await commands.file_unsettled(
+            redis,
+            keys,
+            record=raw,
+            target=target,
+            jid=str(record.get("jid", "")),
+            score=float(record["score"]),
+            entry=record["payload"].encode(),
+        ):
+            filed += 1
+            logger.info("filed handed-over failure jid=%s in %s", record.get("jid"), record["set"])
+    return filed
+
+
+async def _quarantine(redis: Redis, keys: Keys, raw: bytes, logger: logging.Logger) -> None:
+    target = keys.quarantine(f"{keys.unsettled}:records")
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.rpush(target, raw)
+        pipe.expire(target, QUARANTINE_TTL)
+        pipe.lrem(keys.unsettled, 1, raw)  # type: ignore[arg-type]  # bytes are fine
+        await pipe.execute()
+    logger.error("unusable %s record moved to %s: %.200r", keys.unsettled, target, raw)

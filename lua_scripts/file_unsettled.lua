@@ -1,0 +1,18 @@
+-- file_unsettled: files the head record of the unsettled list into the retry
+-- or dead set, in one step.
+--
+-- KEYS[1] = the unsettled list, KEYS[2] = the target set (validated by the
+-- caller: retry or dead), KEYS[3] = the job's orphan counter
+-- KEYS[4] = stats:processed, KEYS[5] = stats:failed
+-- ARGV[1] = the record expected at the head, ARGV[2] = score, ARGV[3] = payload
+-- Returns 1 when filed, 0 when the head is another record (someone else filed it).
+
+if redis.call("LINDEX", KEYS[1], 0) ~= ARGV[1] then
+  return 0
+end
+redis.call("ZADD", KEYS[2], ARGV[2], ARGV[3])
+redis.call("LPOP", KEYS[1])
+redis.pcall("DEL", KEYS[3]) -- it ran to the end: its orphan count is moot
+redis.pcall("INCR", KEYS[4])
+redis.pcall("INCR", KEYS[5])
+return 1

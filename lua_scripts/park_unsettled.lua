@@ -1,0 +1,16 @@
+-- park_unsettled: on shutdown, hands a failed job whose filing Redis refused
+-- over to the unsettled list, so any live process files it later.
+--
+-- KEYS[1] = the process's in-progress list, KEYS[2] = the unsettled list
+-- ARGV[1] = the job exactly as fetched, ARGV[2] = its record (JSON:
+--   {"set": "retry"|"dead", "score": n, "payload": "...", "jid": "..."})
+-- Returns 1 when handed over, 0 when the job was no longer on the list.
+-- Written before removed, in one step: never requeued (a `retry: False` job
+-- would run again on every deploy), never lost.
+
+if not redis.call("LPOS", KEYS[1], ARGV[1]) then
+  return 0
+end
+redis.call("RPUSH", KEYS[2], ARGV[2])
+redis.call("LREM", KEYS[1], 1, ARGV[1])
+return 1
