@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import asdict
 from typing import Annotated, Any, TypeVar
 
 import typer
@@ -20,7 +21,7 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 from redis.asyncio import Redis
 
-from cogworker_async import api
+from cogworker_async import api, cli_admin
 from cogworker_async.client import Client
 from cogworker_async.errors import CogworkerError
 from cogworker_async.jobs import JobOptions
@@ -61,6 +62,10 @@ def build_settings(**overrides: Any) -> Settings:
 
 
 def run_redis(settings: Settings, action: Callable[[Redis, Keys], Awaitable[T]]) -> T:
+    # The library's warnings about bad data (a key of the wrong type, an entry
+    # left in place) are one line each on stderr; the worker sets up its own.
+    logging.basicConfig(level=logging.WARNING, format="warning: %(message)s", stream=sys.stderr)
+
     async def main() -> T:
         redis = connect(settings)
         try:
@@ -251,20 +256,14 @@ def queues(
     settings = build_settings(redis_url=redis_url, namespace=namespace)
     result = run_redis(settings, api.queues)
     if json_out:
-        typer.echo(json.dumps([vars(q) if hasattr(q, "__dict__") else _asdict(q) for q in result]))
+        typer.echo(json.dumps([asdict(q) for q in result]))
         return
     for q in result:
         typer.echo(f"{q.name}\t{q.size}\t{q.latency:.3f}\t{'paused' if q.paused else ''}")
 
 
-def _asdict(obj: Any) -> dict[str, Any]:
-    from dataclasses import asdict
-
-    return asdict(obj)
-
-
 def _queue_action(
-    action: Callable[[Redis, Keys, str], Coroutine[Any, Any, None]],
+    action: Callable[[Redis, Keys, str], Coroutine[Any, Any, bool]],
 ) -> Callable[..., None]:
     def command(
         queue: Annotated[str, typer.Argument()],
@@ -272,7 +271,8 @@ def _queue_action(
         namespace: Namespace = None,
     ) -> None:
         settings = build_settings(redis_url=redis_url, namespace=namespace)
-        run_redis(settings, lambda redis, keys: action(redis, keys, queue))
+        if not run_redis(settings, lambda redis, keys: action(redis, keys, queue)):
+            raise fail(f"could not {action.__name__} {queue} (see the warning above)", 1)
         typer.echo(f"{action.__name__}d {queue}")
 
     command.__doc__ = f"{action.__name__.capitalize()} fetching from QUEUE."
@@ -281,6 +281,27 @@ def _queue_action(
 
 app.command("pause")(_queue_action(api.pause))
 app.command("resume")(_queue_action(api.resume))
+
+
+@app.command()
+def clear(
+    queue: Annotated[str, typer.Argument()],
+    redis_url: RedisUrl = None,
+    namespace: Namespace = None,
+) -> None:
+    """Delete every job waiting on QUEUE (it stays listed, and paused if it was)."""
+    settings = build_settings(redis_url=redis_url, namespace=namespace)
+    removed = run_redis(settings, lambda redis, keys: api.clear_queue(redis, keys, queue))
+    typer.echo(f"cleared {removed} job(s) from {queue}")
+
+
+def _run_admin(
+    redis_url: str | None, namespace: str | None, action: Callable[[Redis, Keys], Awaitable[T]]
+) -> T:
+    return run_redis(build_settings(redis_url=redis_url, namespace=namespace), action)
+
+
+cli_admin.register(app, run=_run_admin, fail=fail)
 
 
 def main() -> None:

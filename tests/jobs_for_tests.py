@@ -8,6 +8,9 @@ import time
 
 import redis as sync_redis
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError, TimeoutError
 
 from cogworker_async import current_job, job
 
@@ -17,7 +20,13 @@ _client: Redis | None = None
 def _redis() -> Redis:
     global _client  # noqa: PLW0603 - one client per worker process
     if _client is None:
-        _client = Redis.from_url(os.environ["COGWORKER_REDIS_URL"])
+        # The recording client rides out outages, so a test's bookkeeping never
+        # fails the job it watches.
+        _client = Redis.from_url(
+            os.environ["COGWORKER_REDIS_URL"],
+            retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 60),
+            retry_on_error=[ConnectionError, TimeoutError],
+        )
     return _client
 
 
@@ -62,3 +71,9 @@ async def cpu_hog(seconds: float) -> None:
 async def suicide() -> None:
     await _record(":start")
     os._exit(1)
+
+
+@job(name="t.work")
+async def work(i: int) -> None:
+    await asyncio.sleep(0.005)
+    await _record()

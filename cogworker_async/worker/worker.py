@@ -27,18 +27,18 @@ from cogworker_async.jobs import JobRegistry, JobSpec
 from cogworker_async.keys import Keys
 from cogworker_async.middleware import ServerMiddleware
 from cogworker_async.settings import Settings
-from cogworker_async.store.connection import connect, server_version
-from cogworker_async.store.faults import OutageLog, is_outage
+from cogworker_async.store.connection import connect
+from cogworker_async.timing import jittered
 from cogworker_async.worker.duties import start_duties
 from cogworker_async.worker.fetcher import Fetcher
 from cogworker_async.worker.heartbeat import Heartbeat
+from cogworker_async.worker.keyguard import KeyGuard
 from cogworker_async.worker.processor import Processors
 from cogworker_async.worker.reconcile import Reconciler
 from cogworker_async.worker.recovery import Recovery
 from cogworker_async.worker.settlement import Settler
 from cogworker_async.worker.shutdown import finish
-
-MIN_RELIABLE_VERSION = (6, 2)
+from cogworker_async.worker.startup import first_beat, guard_keys_at_boot, resolve_reliable
 
 log = logging.getLogger("cogworker_async.worker")
 
@@ -79,6 +79,7 @@ class Worker:
         self.heartbeat: Heartbeat | None = None
         self.recovery: Recovery | None = None
         self.reconciler: Reconciler | None = None
+        self.key_guard: KeyGuard | None = None
 
     # --- control -----------------------------------------------------------
     def stop(self) -> None:
@@ -119,7 +120,7 @@ class Worker:
         redis = connect(settings, max_connections=None)
         blocking = connect(settings, max_connections=2)
         try:
-            await self._resolve_mode(redis)
+            self._reliable = await resolve_reliable(redis, settings, self._stopping, self.log)
             if self._stopping.is_set():
                 task_status.started()
                 return
@@ -157,7 +158,17 @@ class Worker:
                 busy=self._busy_snapshot,
                 logger=self.log,
             )
-            await self._first_beat()
+            self.key_guard = KeyGuard(
+                redis,
+                self.keys,
+                settings,
+                identity=self.identity,
+                queues=[s.name for s in settings.queue_specs],
+                logger=self.log,
+            )
+            # Before the first beat: a wrong-typed heartbeat key would fail it.
+            await guard_keys_at_boot(self.key_guard, settings, self.log)
+            await first_beat(self.heartbeat, self.log)
             self.heartbeat.start()
             self.log.info(
                 "worker %s started: %d processors, queues %s, %s fetch, %d job types",
@@ -191,54 +202,11 @@ class Worker:
                 await blocking.aclose()
             task_status.started() if not self._started.is_set() else None
 
-    async def _resolve_mode(self, redis: Any) -> None:
-        """Reliable unless configured basic or the server lacks BLMOVE (< 6.2); asked again
-        after a connection error rather than guessed while Redis is away."""
-        if self.settings.fetch == "basic":
-            self._reliable = False
-            return
-        outage = OutageLog("Start-up", self.log)
-        while not self._stopping.is_set():
-            try:
-                version = await server_version(redis)
-            except Exception as exc:
-                if not is_outage(exc):
-                    raise
-                outage.failed(exc)
-                with anyio.move_on_after(1.0):
-                    await self._stopping.wait()
-                continue
-            outage.succeeded()
-            if version[:2] < MIN_RELIABLE_VERSION:
-                if self.settings.fetch == "reliable":
-                    self.log.warning("Redis %s has no BLMOVE: reliable fetch unavailable", version)
-                self.log.warning(
-                    "Redis %s is older than 6.2: using basic fetch (BRPOP, at most once: "
-                    "a job running when its process crashes is lost)",
-                    ".".join(map(str, version)),
-                )
-                self._reliable = False
-            return
-
-    async def _first_beat(self) -> None:
-        assert self.heartbeat is not None
-        outage = OutageLog("Heartbeat", self.log)
-        while True:
-            try:
-                await anyio.to_thread.run_sync(self.heartbeat.beat_once)
-            except Exception as exc:
-                if not is_outage(exc):
-                    raise
-                outage.failed(exc)
-                await anyio.sleep(1.0)
-                continue
-            outage.succeeded()
-            return
-
     def _start_duties(self, duties: TaskGroup, redis: Any) -> None:
         settings = self.settings
         assert self.settler is not None
         assert self.fetcher is not None
+        assert self.key_guard is not None
         self.recovery = Recovery(
             redis, self.keys, settings, identity=self.identity, logger=self.log
         )
@@ -261,6 +229,13 @@ class Worker:
             logger=self.log,
             recovery=self.recovery if self._reliable else None,
             reconciler=self.reconciler,
+            extra=[
+                (
+                    "Key guard",
+                    self.key_guard.check_once,
+                    lambda: jittered(settings.key_check_interval, self._rng),
+                )
+            ],
         )
 
     def _known_jobs(self) -> list[bytes]:

@@ -1,0 +1,22 @@
+"""Typed wrappers for the scripts behind operators' actions (the CLI, the web UI)."""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+
+from cogworker_async.keys import Keys
+from cogworker_async.store.scripts import EncodableArg, script
+
+
+async def enqueue_entry(
+    redis: Redis, keys: Keys, *, source: str, entry: bytes, payload: bytes, queue: str
+) -> bool:
+    """Move ``entry`` of the sorted set ``source`` onto ``queue`` as ``payload``, now.
+
+    False when the entry was already gone (someone else moved or deleted it).
+    A queue key of the wrong type raises ``redis.ResponseError`` (WRONGTYPE)
+    with nothing written.
+    """
+    script_keys = [source, keys.queue(queue), keys.queues, keys.wakeup(queue)]
+    args: list[EncodableArg] = [entry, payload, queue]
+    return bool(await script("enqueue_entry").run(redis, script_keys, args))

@@ -1,0 +1,81 @@
+"""Start-up steps of a worker: the fetch mode, the boot key check, the first beat.
+
+Each waits out an outage (logged once) instead of guessing while Redis is away.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import anyio
+from redis.asyncio import Redis
+
+from cogworker_async.settings import Settings
+from cogworker_async.store.connection import server_version
+from cogworker_async.store.faults import OutageLog, is_outage
+from cogworker_async.worker.heartbeat import Heartbeat
+from cogworker_async.worker.keyguard import KeyGuard
+
+MIN_RELIABLE_VERSION = (6, 2)
+
+
+async def resolve_reliable(
+    redis: Redis, settings: Settings, stopping: anyio.Event, logger: logging.Logger
+) -> bool:
+    """Reliable fetch unless configured basic or the server lacks BLMOVE (< 6.2).
+
+    Asked again after a connection error rather than memoising a guess made
+    while Redis was away.
+    """
+    if settings.fetch == "basic":
+        return False
+    outage = OutageLog("Start-up", logger)
+    while not stopping.is_set():
+        try:
+            version = await server_version(redis)
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            outage.failed(exc)
+            with anyio.move_on_after(1.0):
+                await stopping.wait()
+            continue
+        outage.succeeded()
+        if version[:2] >= MIN_RELIABLE_VERSION:
+            return True
+        logger.warning(
+            "Redis %s is older than 6.2 (no BLMOVE): using basic fetch (BRPOP, at most "
+            "once: a job running when its process crashes is lost)",
+            ".".join(map(str, version)),
+        )
+        return False
+    return True
+
+
+async def guard_keys_at_boot(guard: KeyGuard, settings: Settings, logger: logging.Logger) -> None:
+    """One key-guard pass at start; never stops the start (the duty tries again)."""
+    try:
+        await guard.check_once()
+    except Exception as exc:  # noqa: BLE001 - the duty retries every key_check_interval
+        logger.warning(
+            "key guard at start-up failed (%s: %s); tried again in %.0f s",
+            type(exc).__name__,
+            exc,
+            settings.key_check_interval,
+        )
+
+
+async def first_beat(heartbeat: Heartbeat, logger: logging.Logger) -> None:
+    """Beat once before any processor fetches, waiting out an outage."""
+    outage = OutageLog("Heartbeat", logger)
+    while True:
+        try:
+            await anyio.to_thread.run_sync(heartbeat.beat_once)
+        except Exception as exc:
+            if not is_outage(exc):
+                raise
+            outage.failed(exc)
+            await anyio.sleep(1.0)
+            continue
+        outage.succeeded()
+        return
