@@ -145,15 +145,15 @@ def _ago(epoch: float | None, now: float) -> str:
 
 
 def _process_line(p: api.ProcessInfo, now: float) -> str:
-    state = "alive" if p.alive else "gone"
+    beat = f"beat {_ago(p.last_beat, now)}"
+    if not p.alive:
+        return f"{p.identity}  gone (no presence key)  {beat}"
     if p.problem:
-        return (
-            f"{p.identity}  {state}  (unreadable info: {p.problem})  beat {_ago(p.last_beat, now)}"
-        )
+        return f"{p.identity}  alive  (unreadable info: {p.problem})  {beat}"
     line = (
-        f"{p.identity}  {state}  {p.hostname or '-'}:{p.pid or '-'}  "
+        f"{p.identity}  alive  {p.hostname or '-'}:{p.pid or '-'}  "
         f"busy {p.busy if p.busy is not None else '-'}/{p.concurrency or '-'}  "
-        f"queues {','.join(p.queues or []) or '-'}  beat {_ago(p.last_beat, now)}"
+        f"queues {','.join(p.queues or []) or '-'}  {beat}"
     )
     if p.rss is not None:
         line += f"  rss {p.rss}"
