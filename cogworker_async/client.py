@@ -7,6 +7,7 @@ at enqueue, so a bad one is a ``TypeError`` here rather than a failure later.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -66,6 +67,9 @@ class Client:
         self._own_redis = redis is None
         self.redis = redis if redis is not None else connect(self.settings)
         self.middleware = list(middleware)
+        self._batch: dict[str, list[tuple[bytes, asyncio.Future[None]]]] = {}
+        self._flusher: asyncio.Handle | None = None
+        self._flushes: set[asyncio.Task[None]] = set()
 
     async def __aenter__(self) -> Client:
         return self
@@ -110,12 +114,46 @@ class Client:
         if due is not None:
             await self.redis.zadd(self.keys.schedule, {encoded: due})
         else:
-            await self._push(job["queue"], [encoded])
+            await self._push(job["queue"], encoded)
         return str(job["jid"])
 
-    async def _push(self, queue: str, encoded: Sequence[bytes]) -> None:
-        keys = [self.keys.queue(queue), self.keys.queues, self.keys.wakeup(queue)]
-        await script("enqueue").run(self.redis, keys, [queue, *encoded])
+    async def _push(self, queue: str, encoded: bytes) -> None:
+        """Push one job; concurrent pushes are coalesced into one call per queue.
+
+        Jobs enqueued by many tasks in the same event-loop turn (say, under
+        ``asyncio.gather``) ride one script call instead of one round trip each.
+        Each caller still returns only once its own job is in Redis.
+        """
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self._batch.setdefault(queue, []).append((encoded, future))
+        if self._flusher is None:
+            self._flusher = loop.call_soon(self._start_flush)
+        await future
+
+    def _start_flush(self) -> None:
+        self._flusher = None
+        batch, self._batch = self._batch, {}
+        task = asyncio.get_running_loop().create_task(self._flush(batch))
+        self._flushes.add(task)
+        task.add_done_callback(self._flushes.discard)
+
+    async def _flush(self, batch: dict[str, list[tuple[bytes, asyncio.Future[None]]]]) -> None:
+        enqueue = script("enqueue")
+        for queue, items in batch.items():
+            keys = [self.keys.queue(queue), self.keys.queues, self.keys.wakeup(queue)]
+            for start in range(0, len(items), 1000):
+                chunk = items[start : start + 1000]
+                try:
+                    await enqueue.run(self.redis, keys, [queue, *(job for job, _ in chunk)])
+                except Exception as exc:  # noqa: BLE001 - handed to each waiting caller
+                    for _, future in chunk:
+                        if not future.done():
+                            future.set_exception(exc)
+                    continue
+                for _, future in chunk:
+                    if not future.done():
+                        future.set_result(None)
 
     async def enqueue_many(
         self, target: Target, arg_list: Iterable[Sequence[Any] | Mapping[str, Any]]

@@ -73,6 +73,9 @@ class Settings(BaseSettings):
     socket_timeout: float = Field(default=10.0, gt=0)
     job_timeout: float | None = Field(default=None, gt=0)
     error_message_max: int = Field(default=1000, ge=16)
+    # Jobs fetched ahead of demand per process. Hides the fetch round trip, but a
+    # prefetched job shares the fate of a neighbour that crashes the process.
+    prefetch: int = Field(default=0, ge=0)
 
     @field_validator("queues", mode="before")
     @classmethod

@@ -63,6 +63,7 @@ class Fetcher:
         logger: logging.Logger,
         rng: random.Random,
         on_missing_ack: Callable[[Ack], None],
+        prefetch: int = 0,
     ) -> None:
         self._redis = redis
         self._blocking = blocking_redis
@@ -75,6 +76,10 @@ class Fetcher:
         self._log = logger
         self._rng = rng
         self._on_missing_ack = on_missing_ack
+        # Jobs fetched ahead of demand (already in progress, so recovered and
+        # requeued like any other): a processor finishing a job finds the next
+        # one waiting instead of paying a round trip for it.
+        self._prefetch = prefetch
         self._ready: deque[bytes] = deque()
         self._waiters: deque[asyncio.Future[bytes | None]] = deque()
         self._acks: list[Ack] = []
@@ -148,7 +153,7 @@ class Fetcher:
         if self._closed:
             return 0
         waiting = sum(1 for w in self._waiters if not w.done())
-        return max(0, min(MAX_BATCH, waiting - len(self._ready)))
+        return max(0, min(MAX_BATCH, waiting + self._prefetch - len(self._ready)))
 
     def _order(self) -> list[str]:
         specs = [s for s in self._specs if s.name not in self._paused]

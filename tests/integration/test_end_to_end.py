@@ -9,6 +9,7 @@ from collections.abc import Awaitable
 import orjson
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError
 
 from cogworker_async import Client, JobTimeout, Settings, Worker, current_job, job
 from cogworker_async.keys import Keys
@@ -275,3 +276,26 @@ async def test_basic_fetch_runs_jobs_without_an_in_progress_list(
         assert await redis.exists(keys.in_progress(worker.identity)) == 0
         assert not await redis.sismember(keys.in_progress_identities, worker.identity)
     assert int(await redis.get(keys.stats_processed)) == 60
+
+
+async def test_concurrent_enqueues_are_coalesced_and_each_returns_its_jid(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
+    async with Client(settings) as client:
+        jids = await asyncio.gather(
+            *[client.enqueue(add.options(queue=q), i, 0) for i in range(600) for q in ("a", "b")]
+        )
+    assert len(set(jids)) == 1200
+    queued = [
+        orjson.loads(j)["jid"] for q in ("a", "b") for j in await redis.lrange(keys.queue(q), 0, -1)
+    ]
+    assert sorted(queued) == sorted(jids)
+
+
+async def test_a_failed_coalesced_push_raises_in_every_caller(settings: Settings) -> None:
+    down = settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0"})
+    async with Client(down) as client:
+        results = await asyncio.gather(
+            *[client.enqueue(add, i, 0) for i in range(5)], return_exceptions=True
+        )
+    assert all(isinstance(r, ConnectionError) for r in results), results
