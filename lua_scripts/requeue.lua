@@ -5,6 +5,9 @@
 -- KEYS[1] = the in-progress list, KEYS[2] = its owner's presence key
 -- KEYS[3] = last_beat hash, KEYS[4] = repeat_orphans list, KEYS[5] = dead set
 -- KEYS[6] = queues set, KEYS[7] = live_queues sorted set
+-- KEYS[8] = suspects set: every job recovered from a dead process is added, so
+--   the next worker runs it alone (a job that crashed its process must not take
+--   innocent neighbours down with it, and only its own orphan count grows)
 -- ARGV[1] = JSON object:
 --   identity        the list's owner
 --   threshold       seconds since its last beat before it counts as dead, or
@@ -70,6 +73,7 @@ for _ = 1, redis.call("LLEN", KEYS[1]) do
   end
   if finished[job] then
     redis.call("LPOP", KEYS[1])
+    redis.pcall("SREM", KEYS[8], job)
     local jid = jid_of(job)
     if jid then redis.pcall("DEL", cfg["counter_prefix"] .. jid) end
   elseif keep[job] then
@@ -115,6 +119,12 @@ for _ = 1, redis.call("LLEN", KEYS[1]) do
       if counter then
         redis.pcall("INCR", counter)
         redis.pcall("EXPIRE", counter, cfg["counter_ttl"])
+      end
+      if recovering and not parked then
+        redis.pcall("SADD", KEYS[8], job)
+        redis.pcall("EXPIRE", KEYS[8], cfg["counter_ttl"])
+      elseif parked then
+        redis.pcall("SREM", KEYS[8], job)
       end
       moved = moved + 1
     else

@@ -88,6 +88,10 @@ class Fetcher:
         self._kick = asyncio.Event()
         self._starving = asyncio.Event()
         self._closed = False
+        # Jobs recovered from a dead process, run alone; while one waits or runs,
+        # nothing new is fetched (a job held here when it crashes us is orphaned too).
+        self._suspects: set[bytes] = set()
+        self._isolating = 0
         self._paused: set[str] = set()
         self._broken: set[str] = set()
         self._outage = OutageLog("Fetch", logger)
@@ -149,8 +153,24 @@ class Fetcher:
                 return
         self._ready.append(job)
 
+    def is_suspect(self, raw: bytes) -> bool:
+        """Whether ``raw`` was recovered from a dead process (forgets it: asked once)."""
+        if not self._suspects:
+            return False
+        try:
+            self._suspects.remove(raw)
+        except KeyError:
+            return False
+        return True
+
+    def isolate(self, on: bool) -> None:
+        """Stop (or resume) fetching while a suspect waits for, or has, the process alone."""
+        self._isolating += 1 if on else -1
+        if not on and self._isolating == 0:
+            self._kick.set()
+
     def _want(self) -> int:
-        if self._closed:
+        if self._closed or self._isolating:
             return 0
         waiting = sum(1 for w in self._waiters if not w.done())
         return max(0, min(MAX_BATCH, waiting + self._prefetch - len(self._ready)))
@@ -207,6 +227,7 @@ class Fetcher:
                     ", ".join(f"{self._keys.queue(q)}" for q in result.broken_queues),
                 )
             self._broken = set(result.broken_queues)
+            self._suspects.update(result.suspects)
             for job in result.jobs:
                 self._deliver(job)
             if want and len(result.jobs) < want:
@@ -262,7 +283,11 @@ class Fetcher:
             )
             if job is None:
                 return False
-            self._deliver(_as_bytes(job))
+            raw = _as_bytes(job)
+            # A recovered job must run alone: ask, one call on the idle path only.
+            if await self._redis.sismember(self._keys.suspects, raw):  # type: ignore[arg-type]
+                self._suspects.add(raw)
+            self._deliver(raw)
             return True
         timeout = idle_backoff(streak, self._idle_max, self._rng)
         marker = await self._blocking.bzpopmin([self._keys.wakeup(n) for n in names], timeout)

@@ -57,6 +57,11 @@ class Processors:
         self._debug = logger.isEnabledFor(logging.DEBUG)
         self.running: dict[int, RunningJob] = {}
         self.thread_limiter = anyio.CapacityLimiter(concurrency)
+        self._suspect_lock = asyncio.Lock()
+        self._no_suspect_running = asyncio.Event()
+        self._no_suspect_running.set()
+        self._quiet = asyncio.Event()
+        self._quiet.set()
 
     async def run(self, slot: int) -> None:
         """Run jobs until the fetcher is closed."""
@@ -65,7 +70,33 @@ class Processors:
             raw = await fetcher.get()
             if raw is None:
                 return
+            if fetcher.is_suspect(raw):
+                await self._process_alone(slot, raw)
+                continue
+            if not self._no_suspect_running.is_set():
+                await self._no_suspect_running.wait()
             await self.process(slot, raw)
+
+    async def _process_alone(self, slot: int, raw: bytes) -> None:
+        """Run a job recovered from a dead process with nothing else running here.
+
+        If it is what killed that process, it kills only itself this time, and
+        only its own orphan count grows: innocent neighbours are never buried
+        as ``ProcessDied`` for sharing a process with it.
+        """
+        self._fetcher.isolate(True)
+        try:
+            async with self._suspect_lock:
+                while self.running:
+                    self._quiet.clear()
+                    await self._quiet.wait()
+                self._no_suspect_running.clear()
+                try:
+                    await self.process(slot, raw)
+                finally:
+                    self._no_suspect_running.set()
+        finally:
+            self._fetcher.isolate(False)
 
     async def process(self, slot: int, raw: bytes) -> None:
         try:
@@ -88,6 +119,8 @@ class Processors:
             self._fetcher.ack(raw, job["jid"])
         finally:
             del self.running[slot]
+            if not self.running:
+                self._quiet.set()
 
     async def _run(self, job: dict[str, Any]) -> None:
         function = self._registry.get(job["class"])

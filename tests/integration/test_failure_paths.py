@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 import time
@@ -317,3 +318,41 @@ async def test_acknowledgement_matrix(
         assert int(await redis.get(keys.stats_failed) or 0) == 0
     else:
         assert [e["error_class"] for e in retry] == [outcome.split(":")[1]]
+
+
+active: dict[str, int] = {"now": 0, "overlaps": 0, "suspect": 0}
+
+
+@job(name="fp.tracked")
+async def tracked(tag: str) -> None:
+    active["now"] += 1
+    try:
+        if tag == "suspect":
+            active["suspect"] = 1
+            if active["now"] > 1:
+                active["overlaps"] += 1
+            await asyncio.sleep(0.2)
+            active["suspect"] = 0
+        else:
+            if active["suspect"]:
+                active["overlaps"] += 1
+            await asyncio.sleep(0.02)
+        runs.append(tag)
+    finally:
+        active["now"] -= 1
+
+
+async def test_a_recovered_job_runs_alone(settings: Settings, redis: Redis, keys: Keys) -> None:
+    active.update(now=0, overlaps=0, suspect=0)
+    async with Client(settings) as client:
+        await client.enqueue_many(tracked, [("normal",) for _ in range(20)])
+        await client.enqueue(tracked, "suspect")
+        await client.enqueue_many(tracked, [("normal",) for _ in range(20)])
+    # Make the middle job look recovered from a dead process.
+    queued = await redis.lrange(keys.queue("default"), 0, -1)
+    suspect = next(raw for raw in queued if b'"suspect"' in raw)
+    await redis.sadd(keys.suspects, suspect)
+    async with Worker(settings.model_copy(update={"concurrency": 10}), jobs=[tracked]):
+        await wait_for(lambda: _ran(41), timeout=20)
+    assert active["overlaps"] == 0  # nothing else ran beside it
+    assert await redis.exists(keys.suspects) == 0  # it finished: no longer suspect

@@ -271,7 +271,12 @@ async def test_ack_script_raw_bytes_untouched(redis: Redis, keys: Keys) -> None:
     await redis.lpush(keys.in_progress(ME), raw)
     missing = await script("ack").run(
         redis,
-        [keys.in_progress(ME), keys.stats_processed, keys.stats_processed_on(today())],
+        [
+            keys.in_progress(ME),
+            keys.stats_processed,
+            keys.stats_processed_on(today()),
+            keys.suspects,
+        ],
         [keys.orphanings_prefix, DAY_STAT_TTL, 1, raw, "abc"],
     )
     assert missing == []
