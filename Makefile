@@ -38,6 +38,13 @@ fmt: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py --repeat 3
+	$(BIN)/python bench/soak.py
 
 clean:
 	rm -rf $(VENV) dist build .coverage
+
+# Peers (arq, SAQ, streaq, taskiq-redis) beside cogworker_async: each peer gets its own
+# virtualenv under bench/.peers/ (created here, pinned versions); see bench/peers/run.py.
+.PHONY: bench-peers
+bench-peers: $(STAMP)
+	$(BIN)/python bench/peers/run.py --setup --repeat 3

@@ -40,11 +40,17 @@ Result = dict[str, Any]
 # --- arguments and environment ----------------------------------------------------
 
 
-def add_common_args(parser: argparse.ArgumentParser) -> None:
+def add_common_args(
+    parser: argparse.ArgumentParser, *, repeat: bool = True, uvloop: bool = True
+) -> None:
     parser.add_argument("--redis-url", help="use this Redis instead of a private redis-server")
-    parser.add_argument("--repeat", type=int, default=3, help="runs per benchmark (median kept)")
+    if repeat:
+        parser.add_argument(
+            "--repeat", type=int, default=3, help="runs per benchmark (median kept)"
+        )
     parser.add_argument("--json", action="store_true", help="JSON on stdout, table on stderr")
-    parser.add_argument("--uvloop", action="store_true", help="use uvloop if installed")
+    if uvloop:
+        parser.add_argument("--uvloop", action="store_true", help="use uvloop if installed")
 
 
 def note(message: str) -> None:
@@ -204,8 +210,9 @@ def _short(value: float) -> str:
 class WorkerProc:
     """``bench/_worker_proc.py`` in a subprocess: started, awaited for READY and its report."""
 
-    def __init__(self, proc: asyncio.subprocess.Process) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process, expected_loop: str = "asyncio") -> None:
         self.proc = proc
+        self.expected_loop = expected_loop
 
     @classmethod
     async def start(
@@ -232,12 +239,14 @@ class WorkerProc:
             argv += ["--queue", queue]
         if latency_key:
             argv += ["--latency-key", latency_key]
+        expected_loop = "asyncio"
         if use_uvloop and uvloop_factory(True)[0] is not None:
             argv.append("--uvloop")
+            expected_loop = "uvloop"
         proc = await asyncio.create_subprocess_exec(
             *argv, stdout=asyncio.subprocess.PIPE, stdin=asyncio.subprocess.DEVNULL
         )
-        return cls(proc)
+        return cls(proc, expected_loop)
 
     async def ready(self, max_wait: float = 30.0) -> None:
         assert self.proc.stdout is not None
@@ -263,12 +272,100 @@ class WorkerProc:
         result: dict[str, Any] = json.loads(lines[-1])
         if not result.get("ok"):
             raise RuntimeError(f"worker process reported a failure: {result}")
+        # --uvloop must reach the worker process, not just this one.
+        if result.get("loop") != self.expected_loop:
+            raise RuntimeError(
+                f"worker process ran on {result.get('loop')}, expected {self.expected_loop}"
+            )
         return result
 
     def kill(self) -> None:
         if self.proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 self.proc.kill()
+
+
+# --- the real worker command (``cogworker-async worker``) ----------------------------------
+
+REPO_DIR = BENCH_DIR.parent
+
+
+async def start_cli_worker(
+    *,
+    redis_url: str,
+    namespace: str,
+    processes: int = 1,
+    concurrency: int = 50,
+    module: str = "bench.jobs",
+) -> asyncio.subprocess.Process:
+    """``cogworker-async worker bench.jobs --processes N -c C`` as users run it.
+
+    Started as ``python -m cogworker_async`` with this interpreter, from the
+    repository root so that ``bench.jobs`` imports. With ``processes > 1`` the
+    process is the supervisor (``swarm.py``) and the workers are its children.
+    """
+    argv = [
+        sys.executable, "-m", "cogworker_async", "worker", module,
+        "--processes", str(processes), "-c", str(concurrency),
+        "--redis-url", redis_url, "--namespace", namespace, "--log-level", "WARNING",
+    ]  # fmt: skip
+    return await asyncio.create_subprocess_exec(
+        *argv, cwd=REPO_DIR, stdin=asyncio.subprocess.DEVNULL
+    )
+
+
+async def wait_registered(
+    redis: Redis, namespace: str, count: int, proc: asyncio.subprocess.Process, limit: float = 30.0
+) -> None:
+    """Until ``count`` worker processes have beaten (``<ns>:processes``)."""
+    deadline = time.monotonic() + limit
+    while int(await redis.scard(f"{namespace}:processes")) < count:
+        if proc.returncode is not None:
+            raise RuntimeError(f"worker command exited {proc.returncode} before it registered")
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{count} worker process(es) not registered after {limit:.0f} s")
+        await asyncio.sleep(0.02)
+
+
+async def stop_cli_worker(proc: asyncio.subprocess.Process, limit: float = 40.0) -> int | None:
+    """SIGTERM (a graceful stop, passed on to swarm children), then SIGKILL after ``limit``."""
+    if proc.returncode is not None:
+        return proc.returncode
+    with contextlib.suppress(ProcessLookupError):
+        proc.terminate()
+    try:
+        return await asyncio.wait_for(proc.wait(), limit)
+    except TimeoutError:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        await proc.wait()
+        return None
+
+
+def child_pids(pid: int) -> list[int]:
+    """Direct children of ``pid`` (Linux ``/proc``)."""
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as handle:
+                found += [int(x) for x in handle.read().split()]
+    return found
+
+
+def proc_status_kb(pid: int, field: str = "VmRSS") -> int:
+    """A ``/proc/<pid>/status`` memory field (VmRSS, VmHWM, ...) in kB."""
+    with open(f"/proc/{pid}/status") as handle:
+        for line in handle:
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/{pid}/status")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of one process so far (``/proc/<pid>/stat``, clock ticks)."""
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # --- output -------------------------------------------------------------------------------
