@@ -104,6 +104,11 @@ class Stats:
     retry: int
     dead: int
     processes: int
+    recovery: dict[str, int]
+    """Orphan recovery: ``recovered`` (jobs requeued from dead processes),
+    ``parked`` (waiting in repeat_orphans), ``process_died`` (buried as
+    ProcessDied), ``duplicates_suspected`` (acks that found their job already
+    requeued: it may have run twice)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -165,6 +170,9 @@ async def queues(redis: Redis, keys: Keys) -> list[QueueInfo]:
     return result
 
 
+RECOVERY_COUNTERS = ("recovered", "process_died", "duplicates_suspected")
+
+
 async def stats(redis: Redis, keys: Keys) -> Stats:
     async with redis.pipeline(transaction=False) as pipe:
         pipe.get(keys.stats_processed)
@@ -173,10 +181,15 @@ async def stats(redis: Redis, keys: Keys) -> Stats:
         pipe.zcard(keys.retry)
         pipe.zcard(keys.dead)
         pipe.smembers(keys.processes)
+        pipe.llen(keys.repeat_orphans)
+        for name in RECOVERY_COUNTERS:
+            pipe.get(keys.stat(name))
         replies = await pipe.execute(raise_on_error=False)
-    processed, failed, scheduled, retry, dead, identities = (
+    processed, failed, scheduled, retry, dead, identities, parked, *counters = (
         r if not isinstance(r, Exception) else None for r in replies
     )
+    recovery = {name: _int(value) for name, value in zip(RECOVERY_COUNTERS, counters, strict=True)}
+    recovery["parked"] = parked or 0
     live = 0
     if identities:
         async with redis.pipeline(transaction=False) as pipe:
@@ -191,6 +204,7 @@ async def stats(redis: Redis, keys: Keys) -> Stats:
         retry=retry or 0,
         dead=dead or 0,
         processes=live,
+        recovery=recovery,
     )
 
 

@@ -243,6 +243,7 @@ def stats(
     typer.echo(f"retry      {result.retry}")
     typer.echo(f"dead       {result.dead}")
     typer.echo(f"processes  {result.processes}")
+    typer.echo("recovery   " + "  ".join(f"{k} {v}" for k, v in result.recovery.items()))
     for q in result.queues:
         paused = "  (paused)" if q.paused else ""
         typer.echo(f"queue {q.name:<20} size {q.size:<8} latency {q.latency:.3f}s{paused}")

@@ -55,6 +55,7 @@ class Reconciler:
 
     async def once(self) -> None:
         await self._settler.settle_pending()
+        await self._settler.flush_counters()
         if self._reliable():
             await self._requeue_strays()
 

@@ -66,6 +66,7 @@ class Settler:
         self._rng = rng
         self.pending: dict[bytes, Filing] = {}
         self.duplicates_suspected = 0
+        self._unflushed_duplicates = 0
 
     def failure_filing(
         self,
@@ -158,7 +159,19 @@ class Settler:
 
     def note_duplicate(self, jid: str) -> None:
         self.duplicates_suspected += 1
+        self._unflushed_duplicates += 1
         self._log.warning("jid=%s %s", jid, DUPLICATE_WARNING)
+
+    async def flush_counters(self) -> None:
+        """Add the duplicates noted since the last flush to their stat (batched, best effort)."""
+        count, self._unflushed_duplicates = self._unflushed_duplicates, 0
+        if not count:
+            return
+        try:
+            await self._redis.incrby(self._keys.stat("duplicates_suspected"), count)
+        except Exception:
+            self._unflushed_duplicates += count
+            raise
 
     async def hand_over_pending(self) -> tuple[list[bytes], list[bytes]]:
         """On shutdown: pending failures go to the unsettled list for any live process

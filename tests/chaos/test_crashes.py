@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import signal
+import subprocess
+import sys
 import time
 
 import orjson
@@ -11,6 +14,7 @@ import redis as sync_redis
 
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
+from tests.conftest import child_env
 from tests.helpers import wait_for_sync
 from tests.integration.test_shutdown import enqueue, runs, start_worker
 
@@ -48,6 +52,16 @@ def test_orphans_of_a_killed_worker_are_recovered_by_a_live_one(
         done = [r for r in runs(sync_client, keys) if r.endswith(":done")]
         assert sorted(done) == sorted(f"{j}:done" for j in jids)  # each finished once
         assert int(sync_client.get(keys.stat("recovered")) or 0) == 3
+        stats = json.loads(
+            subprocess.run(
+                [sys.executable, "-m", "cogworker_async", "stats", "--json"],
+                env=child_env(settings),
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+        )
+        assert stats["recovery"]["recovered"] == 3
         survivor.send_signal(signal.SIGTERM)
         assert survivor.wait(timeout=10) == 0
     finally:

@@ -12,7 +12,7 @@ import orjson
 import pytest
 from redis.asyncio import Redis
 
-from cogworker_async import Client, Settings, Worker, job
+from cogworker_async import Client, Settings, Worker, api, job
 from cogworker_async.embedded import EmbeddedRedis
 from cogworker_async.keys import Keys
 from cogworker_async.middleware import JobDict, Next
@@ -356,3 +356,27 @@ async def test_a_recovered_job_runs_alone(settings: Settings, redis: Redis, keys
         await wait_for(lambda: _ran(41), timeout=20)
     assert active["overlaps"] == 0  # nothing else ran beside it
     assert await redis.exists(keys.suspects) == 0  # it finished: no longer suspect
+
+
+@job(name="fp.slowish")
+async def slowish(tag: str) -> None:
+    await asyncio.sleep(0.3)
+    runs.append(tag)
+
+
+async def test_a_job_recovered_while_running_here_is_reported_and_counted(
+    settings: Settings, redis: Redis, keys: Keys, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with Client(settings) as client:
+        jid = await client.enqueue(slowish, "x")
+    worker = Worker(settings, jobs=[slowish])
+    async with worker:
+        await wait_for(lambda: _llen_is(redis, keys.in_progress(worker.identity), 1))
+        # As orphan recovery would: the job leaves this process's list mid-run.
+        raw = (await redis.lrange(keys.in_progress(worker.identity), 0, -1))[0]
+        await redis.lrem(keys.in_progress(worker.identity), 1, raw)
+        await wait_for(lambda: _ran(1))
+        await wait_for(lambda: _stat_at_least(redis, keys.stat("duplicates_suspected"), 1))
+    assert f"jid={jid} recovered while still running here: it may have run twice" in caplog.text
+    stats = await api.stats(redis, keys)
+    assert stats.recovery["duplicates_suspected"] == 1
