@@ -208,6 +208,25 @@ async def stats(redis: Redis, keys: Keys) -> Stats:
     )
 
 
+SIGNALS = ("quiet", "stop")
+SIGNAL_TTL = 60
+
+
+async def send_signal(redis: Redis, keys: Keys, identity: str, name: str) -> bool:
+    """Ask process ``identity`` to go quiet or stop (read on its next beat).
+
+    Returns False when no live process has that identity (nothing is sent)."""
+    if name not in SIGNALS:
+        raise ValueError(f"unknown signal {name!r}: expected one of {', '.join(SIGNALS)}")
+    if not await redis.exists(keys.process(identity)):
+        return False
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.rpush(keys.signals(identity), name)
+        pipe.expire(keys.signals(identity), SIGNAL_TTL)
+        await pipe.execute()
+    return True
+
+
 async def pause(redis: Redis, keys: Keys, queue: str) -> bool:
     """Stop workers fetching from ``queue``; False (and a warning) if that can't be recorded."""
     try:

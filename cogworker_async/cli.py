@@ -296,6 +296,26 @@ def clear(
     typer.echo(f"cleared {removed} job(s) from {queue}")
 
 
+def _signal_command(name: str, doc: str) -> Callable[..., None]:
+    def command(
+        identity: Annotated[str, typer.Argument(help="Process identity (see `processes`)")],
+        redis_url: RedisUrl = None,
+        namespace: Namespace = None,
+    ) -> None:
+        settings = build_settings(redis_url=redis_url, namespace=namespace)
+        sent = run_redis(settings, lambda r, k: api.send_signal(r, k, identity, name))
+        if not sent:
+            raise fail(f"no live process {identity!r} (see `cogworker-async processes`)", 1)
+        typer.echo(f"sent {name} to {identity} (acted on at its next beat)")
+
+    command.__doc__ = doc
+    return command
+
+
+app.command("quiet")(_signal_command("quiet", "Tell process IDENTITY to stop fetching."))
+app.command("stop")(_signal_command("stop", "Tell process IDENTITY to shut down gracefully."))
+
+
 def _run_admin(
     redis_url: str | None, namespace: str | None, action: Callable[[Redis, Keys], Awaitable[T]]
 ) -> T:

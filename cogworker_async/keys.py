@@ -79,6 +79,10 @@ class Keys:
     def live_queues(self) -> str:
         return f"{self.ns}:live_queues"
 
+    def signals(self, identity: str) -> str:
+        """Remote-control signals for one process ("quiet", "stop"), read on each beat."""
+        return f"{self.ns}:signals:{identity}"
+
     def workers(self, identity: str) -> str:
         return f"{self.ns}:workers:{identity}"
 

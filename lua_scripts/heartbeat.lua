@@ -3,10 +3,12 @@
 -- KEYS[1] = presence key (process:<identity>), KEYS[2] = last_beat hash
 -- KEYS[3] = in_progress_identities set, KEYS[4] = live_queues sorted set
 -- KEYS[5] = workers:<identity> hash, KEYS[6] = processes set
+-- KEYS[7] = signals:<identity> list (remote control: "quiet", "stop"), drained
 -- ARGV[1] = JSON object {identity, info, ttl_ms, clock, queues: [...],
 --            workers: {slot: json}, reliable: bool}
--- Returns the stamp written (Redis's clock, epoch s; the caller's clock only
--- if TIME is refused), so liveness never depends on hosts' clocks agreeing.
+-- Returns {the stamp written (Redis's clock, epoch s; the caller's clock only
+-- if TIME is refused, so liveness never depends on hosts' clocks agreeing),
+-- the signals sent to this process since the last beat...}.
 
 local beat = cjson.decode(ARGV[1])
 if redis.replicate_commands then redis.replicate_commands() end
@@ -29,4 +31,10 @@ for slot, work in pairs(beat["workers"]) do
 end
 redis.call("PEXPIRE", KEYS[5], beat["ttl_ms"])
 redis.call("SADD", KEYS[6], beat["identity"])
-return string.format("%.6f", now)
+local reply = {string.format("%.6f", now)}
+local ok, signals = pcall(redis.call, "LRANGE", KEYS[7], 0, -1)
+if ok then
+  for _, signal in ipairs(signals) do reply[#reply + 1] = signal end
+  redis.call("DEL", KEYS[7])
+end
+return reply

@@ -42,6 +42,7 @@ class Heartbeat:
         reliable: Callable[[], bool],
         busy: Callable[[], dict[str, Any]],
         logger: logging.Logger,
+        on_signal: Callable[[str], None] = lambda _name: None,
     ) -> None:
         self._settings = settings
         self._keys = keys
@@ -49,6 +50,8 @@ class Heartbeat:
         self._queues = queues
         self._reliable = reliable
         self._busy = busy
+        self._on_signal = on_signal
+        self.quiet = False
         self._log = logger
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -73,6 +76,7 @@ class Heartbeat:
                 "concurrency": self._settings.concurrency,
                 "started_at": self.started_at,
                 "busy": len(busy),
+                "quiet": self.quiet,
                 "version": VERSION,
             }
         )
@@ -96,9 +100,15 @@ class Heartbeat:
             self._keys.live_queues,
             self._keys.workers(self.identity),
             self._keys.processes,
+            self._keys.signals(self.identity),
         ]
-        stamp = float(script("heartbeat").run_sync(self._redis, keys, [orjson.dumps(beat)]))
+        reply = script("heartbeat").run_sync(self._redis, keys, [orjson.dumps(beat)])
+        stamp = float(reply[0])
         self.last_stamp = stamp
+        for signal in reply[1:]:
+            name = signal.decode() if isinstance(signal, bytes) else str(signal)
+            self._log.warning("received remote signal %r", name)
+            self._on_signal(name)
         return stamp
 
     def start(self) -> None:

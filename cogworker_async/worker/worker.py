@@ -11,11 +11,12 @@ the heartbeat keys go.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import random
 import socket
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -158,6 +159,7 @@ class Worker:
                 reliable=lambda: self._reliable,
                 busy=self._busy_snapshot,
                 logger=self.log,
+                on_signal=self._signal_from_thread(),
             )
             self.key_guard = KeyGuard(
                 redis,
@@ -249,6 +251,32 @@ class Worker:
         known.extend(self.fetcher.pending_ack_raws())
         known.extend(self.settler.pending)
         return known
+
+    def _signal_from_thread(self) -> Callable[[str], None]:
+        """A callback for the heartbeat thread that acts on the event loop."""
+        loop = asyncio.get_running_loop()
+
+        def deliver(name: str) -> None:
+            loop.call_soon_threadsafe(self.remote_signal, name)
+
+        return deliver
+
+    def remote_signal(self, name: str) -> None:
+        """``quiet``: stop fetching, finish what runs; ``stop``: shut down gracefully."""
+        if name == "quiet":
+            self.quiet()
+        elif name == "stop":
+            self.stop()
+        else:
+            self.log.error("unknown remote signal %r ignored (expected quiet or stop)", name)
+
+    def quiet(self) -> None:
+        """Stop fetching new jobs; running ones finish. The process stays until ``stop()``."""
+        if self.fetcher is not None:
+            self.fetcher.close()
+        if self.heartbeat is not None:
+            self.heartbeat.quiet = True
+        self.log.warning("worker %s is quiet: no more fetching", self.identity)
 
     def _busy_snapshot(self) -> dict[str, Any]:
         processors = self.processors

@@ -107,6 +107,7 @@ def _heartbeat_keys(keys: Keys) -> list[str]:
         keys.live_queues,
         keys.workers(IDENTITY),
         keys.processes,
+        keys.signals(IDENTITY),
     ]
 
 
@@ -129,7 +130,8 @@ async def _beat(
         "workers": workers,
         "reliable": reliable,
     }
-    stamp = await script("heartbeat").run(redis, _heartbeat_keys(keys), [orjson.dumps(beat)])
+    reply = await script("heartbeat").run(redis, _heartbeat_keys(keys), [orjson.dumps(beat)])
+    stamp = reply[0]
     assert isinstance(stamp, bytes)
     return stamp
 
@@ -244,3 +246,25 @@ def test_script_run_sync_survives_script_flush(sync_client: sync_redis.Redis, ke
     assert enqueue.run_sync(sync_client, enqueue_keys, ["q", job]) == 1
     assert enqueue.run_sync(sync_client, enqueue_keys, ["q", job]) == 2
     assert sync_client.script_exists(enqueue.sha) == [True]
+
+
+async def test_heartbeat_drains_signals(redis: Redis, keys: Keys) -> None:
+    await redis.rpush(keys.signals(IDENTITY), "quiet", "stop")
+    beat = {
+        "identity": IDENTITY,
+        "info": "{}",
+        "ttl_ms": 5000,
+        "clock": 1.0,
+        "queues": ["default"],
+        "workers": {},
+        "reliable": True,
+    }
+    reply = await script("heartbeat").run(redis, _heartbeat_keys(keys), [orjson.dumps(beat)])
+    assert reply[1:] == [b"quiet", b"stop"]
+    assert await redis.exists(keys.signals(IDENTITY)) == 0
+
+
+async def test_heartbeat_survives_a_wrong_typed_signals_key(redis: Redis, keys: Keys) -> None:
+    await redis.set(keys.signals(IDENTITY), "junk")
+    await _beat(redis, keys, workers={}, queues=["default"])
+    assert await redis.get(keys.signals(IDENTITY)) == b"junk"
