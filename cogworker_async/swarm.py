@@ -1,9 +1,11 @@
 """``--processes N``: N worker processes under one supervisor.
 
 Each child is a fresh ``cogworker-async worker`` process, so it has its own
-identity and fresh state. A child that dies is replaced (with a growing delay
-if it keeps dying quickly); SIGTERM/SIGINT are passed to every child, which
-then shut down gracefully, and the supervisor exits 0 once all have.
+identity and fresh error/lock state. A child that dies is replaced (with a
+growing delay if it keeps dying quickly) and its exit status is logged; a
+child past the optional memory limit is asked to stop gracefully and then
+replaced. SIGTERM/SIGINT are passed to every child, which shut down
+gracefully; the supervisor exits 0 once all have.
 """
 
 from __future__ import annotations
@@ -13,63 +15,118 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
+from pathlib import Path
 from types import FrameType
 
 log = logging.getLogger("cogworker_async.swarm")
 
 QUICK_DEATH = 10.0
 MAX_RESTART_DELAY = 30.0
+POLL = 0.2
 
 
-def run_swarm(count: int, argv: list[str], shutdown_timeout: float) -> int:
-    """Supervise ``count`` children running ``cogworker-async <argv>``; returns the exit code."""
-    command = [sys.executable, "-m", "cogworker_async", *argv]
-    children: dict[int, tuple[subprocess.Popen[bytes], float]] = {}
-    delays = dict.fromkeys(range(count), 0.0)
-    stopping = {"signals": 0}
+def rss_mb(pid: int) -> float | None:
+    """Resident memory of ``pid`` in MiB (Linux /proc), None when unknown."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
-    def on_signal(signum: int, _frame: FrameType | None) -> None:
-        stopping["signals"] += 1
-        for child, _ in children.values():
-            if child.poll() is None:
-                child.send_signal(signum)
 
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
+@dataclass
+class Child:
+    process: subprocess.Popen[bytes]
+    started: float
+    delay: float = 0.0
+    retiring: bool = False
 
-    def spawn(slot: int) -> None:
+
+class Swarm:
+    def __init__(self, count: int, argv: list[str], *, max_rss_mb: float | None = None) -> None:
+        self.count = count
         # Our own interpreter and our own arguments: nothing untrusted runs here.
-        children[slot] = (subprocess.Popen(command), time.monotonic())  # noqa: S603
-        log.info("swarm: child %d started (pid %d)", slot, children[slot][0].pid)
+        self.command = [sys.executable, "-m", "cogworker_async", *argv]
+        self.max_rss_mb = max_rss_mb
+        self.children: dict[int, Child] = {}
+        self.signals = 0
 
-    for slot in range(count):
-        spawn(slot)
-    while not stopping["signals"]:
-        time.sleep(0.2)
-        for slot, (child, started) in list(children.items()):
-            code = child.poll()
-            if code is None or stopping["signals"]:
+    def spawn(self, slot: int, delay: float = 0.0) -> None:
+        process = subprocess.Popen(self.command)  # noqa: S603
+        self.children[slot] = Child(process, time.monotonic(), delay)
+        log.info("swarm: child %d started (pid %d)", slot, process.pid)
+
+    def on_signal(self, signum: int, _frame: FrameType | None) -> None:
+        self.signals += 1
+        for child in self.children.values():
+            if child.process.poll() is None:
+                child.process.send_signal(signum)
+
+    def check_children(self) -> None:
+        for slot, child in list(self.children.items()):
+            code = child.process.poll()
+            if code is None:
+                self._check_memory(slot, child)
                 continue
-            lived = time.monotonic() - started
-            delays[slot] = (
-                min(MAX_RESTART_DELAY, max(1.0, delays[slot] * 2)) if lived < QUICK_DEATH else 0.0
-            )
+            if self.signals:
+                continue
+            lived = time.monotonic() - child.started
+            quick = lived < QUICK_DEATH and not child.retiring
+            delay = min(MAX_RESTART_DELAY, max(1.0, child.delay * 2)) if quick else 0.0
             log.warning(
-                "swarm: child %d (pid %d) exited with %s after %.1f s; replacing it in %.1f s",
+                "swarm: child %d (pid %d) exited with status %s after %.1f s; "
+                "replacing it in %.1f s",
                 slot,
-                child.pid,
+                child.process.pid,
                 code,
                 lived,
-                delays[slot],
+                delay,
             )
-            time.sleep(delays[slot])
-            if not stopping["signals"]:
-                spawn(slot)
-    deadline = time.monotonic() + shutdown_timeout + 10
-    for child, _ in children.values():
-        try:
-            child.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            log.error("swarm: child pid %d did not stop in time: killing it", child.pid)
-            child.kill()
+            time.sleep(delay)
+            if not self.signals:
+                self.spawn(slot, delay)
+
+    def _check_memory(self, slot: int, child: Child) -> None:
+        if self.max_rss_mb is None or child.retiring:
+            return
+        used = rss_mb(child.process.pid)
+        if used is not None and used > self.max_rss_mb:
+            log.warning(
+                "swarm: child %d (pid %d) uses %.0f MiB, over the %.0f MiB limit: "
+                "stopping it gracefully to replace it",
+                slot,
+                child.process.pid,
+                used,
+                self.max_rss_mb,
+            )
+            child.retiring = True
+            child.process.send_signal(signal.SIGTERM)
+
+    def wait_all(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for child in self.children.values():
+            try:
+                child.process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.error("swarm: child pid %d did not stop in time: killing it", child.process.pid)
+                child.process.kill()
+                child.process.wait()
+
+
+def run_swarm(
+    count: int, argv: list[str], shutdown_timeout: float, *, max_rss_mb: float | None = None
+) -> int:
+    """Supervise ``count`` children running ``cogworker-async <argv>``; returns the exit code."""
+    swarm = Swarm(count, argv, max_rss_mb=max_rss_mb)
+    signal.signal(signal.SIGTERM, swarm.on_signal)
+    signal.signal(signal.SIGINT, swarm.on_signal)
+    for slot in range(count):
+        swarm.spawn(slot)
+    while not swarm.signals:
+        time.sleep(POLL)
+        swarm.check_children()
+    swarm.wait_all(shutdown_timeout + 10)
     return 0

@@ -1,0 +1,89 @@
+"""`worker --processes N`: children replaced when killed, all stopped by one SIGTERM."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import orjson
+import pytest
+import redis as sync_redis
+
+from cogworker_async.keys import Keys
+from cogworker_async.settings import Settings
+from tests.conftest import child_env
+from tests.helpers import wait_for_sync
+from tests.integration.test_shutdown import enqueue, runs
+
+pytestmark = pytest.mark.chaos
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def live_identities(client: sync_redis.Redis, keys: Keys) -> dict[str, dict[str, object]]:
+    found = {}
+    for member in client.smembers(keys.processes):
+        info = client.get(keys.process(member.decode()))
+        if info:
+            found[member.decode()] = orjson.loads(info)
+    return found
+
+
+@pytest.mark.timeout(120)
+def test_killed_child_is_replaced_and_its_jobs_recovered(
+    settings: Settings, sync_client: sync_redis.Redis, keys: Keys
+) -> None:
+    with tempfile.NamedTemporaryFile(prefix="cogworker-swarm-", suffix=".log", delete=False) as log:
+        supervisor = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "cogworker_async",
+                "worker",
+                "tests.jobs_for_tests",
+                "--processes",
+                "2",
+                "-c",
+                "2",
+            ],
+            cwd=ROOT,
+            env=child_env(settings),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_for_sync(lambda: len(live_identities(sync_client, keys)) == 2, timeout=20)
+        first = live_identities(sync_client, keys)
+        for i in range(2):
+            enqueue(sync_client, keys, "t.sleep", 4, jid=f"{i:024x}")
+        wait_for_sync(lambda: len(runs(sync_client, keys)) == 2, timeout=15)
+        busy = [i for i in first if sync_client.llen(keys.in_progress(i)) > 0]
+        victim = busy[0]
+        os.kill(int(first[victim]["pid"]), signal.SIGKILL)  # type: ignore[arg-type]
+        # Replaced: a new identity beats beside the survivor.
+        wait_for_sync(
+            lambda: (
+                len(live_identities(sync_client, keys)) == 2
+                and victim not in live_identities(sync_client, keys)
+            ),
+            timeout=30,
+        )
+        # Its job is recovered and finished by the swarm.
+        wait_for_sync(
+            lambda: (
+                {r for r in runs(sync_client, keys) if r.endswith(":done")}
+                == {f"{i:024x}:done" for i in range(2)}
+            ),
+            timeout=60,
+        )
+        supervisor.send_signal(signal.SIGTERM)
+        assert supervisor.wait(timeout=settings.shutdown_timeout + 15) == 0
+        assert live_identities(sync_client, keys) == {}
+    finally:
+        if supervisor.poll() is None:
+            supervisor.kill()
+    text = Path(log.name).read_text()
+    assert "exited with status -9" in text
