@@ -1,0 +1,87 @@
+"""Read and admin views over the wire contract: queues, sets, processes, stats.
+
+The CLI and the web UI are thin layers over these functions. None of them
+raises on bad data: a key of the wrong type reads as empty and is named in a
+warning (the worker's key guard moves it to ``<ns>:quarantine:...``); an entry
+that is not a runnable job is listed with ``job=None`` or a ``problem`` saying
+why, and the moving actions leave it where it is. Connection errors propagate:
+the caller decides what an outage means.
+
+Moving an entry of the retry, dead or schedule set onto its queue is one Lua
+call per entry (``enqueue_entry.lua``): it is never both queued and still in
+the set, and two operators retrying it at once move it once.
+
+Layout: ``overview`` (queues, stats, pause/resume/clear), ``sets`` (the
+retry, dead and schedule sets), ``running`` (processes, what they run,
+signals), ``quarantine`` (keys the key guard moved aside); ``_common`` holds
+the shared helpers. Import from here: the submodules are not the interface.
+"""
+
+from cogworker_async.api.overview import (
+    RECOVERY_COUNTERS,
+    QueueInfo,
+    Stats,
+    clear_queue,
+    pause,
+    queue_names,
+    queues,
+    resume,
+    stats,
+)
+from cogworker_async.api.quarantine import QuarantinedKey, quarantine_list
+from cogworker_async.api.running import (
+    SIGNAL_TTL,
+    SIGNALS,
+    BusyJob,
+    ProcessInfo,
+    busy,
+    processes,
+    send_signal,
+)
+from cogworker_async.api.sets import (
+    DIGEST_PREFIX,
+    SET_NAMES,
+    Entry,
+    SetName,
+    delete,
+    delete_all,
+    digest,
+    list_entries,
+    parse_entry,
+    retry_all,
+    retry_now,
+    set_key,
+)
+
+__all__ = [
+    "DIGEST_PREFIX",
+    "RECOVERY_COUNTERS",
+    "SET_NAMES",
+    "SIGNALS",
+    "SIGNAL_TTL",
+    "BusyJob",
+    "Entry",
+    "ProcessInfo",
+    "QuarantinedKey",
+    "QueueInfo",
+    "SetName",
+    "Stats",
+    "busy",
+    "clear_queue",
+    "delete",
+    "delete_all",
+    "digest",
+    "list_entries",
+    "parse_entry",
+    "pause",
+    "processes",
+    "quarantine_list",
+    "queue_names",
+    "queues",
+    "resume",
+    "retry_all",
+    "retry_now",
+    "send_signal",
+    "set_key",
+    "stats",
+]

@@ -1,0 +1,46 @@
+"""Helpers the admin views share: reading Redis replies as text, and the
+wrong-type warning every view gives instead of raising on bad data.
+
+There is one logger for the whole package, named ``cogworker_async.api`` as
+the single module was before it became a package, so logging configured (or
+filtered) on that name keeps catching every view's warnings.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+log = logging.getLogger(__name__.rpartition(".")[0])
+
+_SCAN_COUNT = 500
+_GLOB_SPECIAL = frozenset("*?[]\\")
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _loose_text(value: bytes | str) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def _is_wrong_type(exc: BaseException) -> bool:
+    return isinstance(exc, ResponseError) and str(exc).startswith("WRONGTYPE")
+
+
+async def _warn_wrong_type(redis: Redis, key: str, expected: str, consequence: str) -> None:
+    found = _text(await redis.type(key))
+    log.warning(
+        "%s holds a %s, not a %s: %s (a worker's key guard moves it to quarantine)",
+        key,
+        found,
+        expected,
+        consequence,
+    )
+
+
+def _glob_escape(text: str) -> str:
+    return "".join("\\" + ch if ch in _GLOB_SPECIAL else ch for ch in text)

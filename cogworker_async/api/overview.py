@@ -1,0 +1,191 @@
+"""Queues and totals: queue sizes and latency, stats and the recovery
+counters, and pausing, resuming and clearing a queue.
+
+A counter or queue head that can't be read counts as zero rather than failing
+the whole overview; a key of the wrong type is named in a warning.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import orjson
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from cogworker_async.api._common import _is_wrong_type, _loose_text, _text, _warn_wrong_type
+from cogworker_async.keys import Keys
+
+
+@dataclass(frozen=True, slots=True)
+class QueueInfo:
+    name: str
+    size: int
+    latency: float
+    paused: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Stats:
+    processed: int
+    failed: int
+    queues: list[QueueInfo]
+    scheduled: int
+    retry: int
+    dead: int
+    processes: int
+    recovery: dict[str, int]
+    """Orphan recovery: ``recovered`` (jobs requeued from dead processes),
+    ``parked`` (waiting in repeat_orphans), ``process_died`` (buried as
+    ProcessDied), ``duplicates_suspected`` (acks that found their job already
+    requeued: it may have run twice)."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def _int(value: bytes | str | None) -> int:
+    # A corrupt counter reads as 0 here rather than breaking every stats call.
+    try:
+        return int(value or 0)
+    except ValueError:
+        return 0
+
+
+def _latency(oldest: bytes | None, now: float) -> float:
+    """Seconds the oldest job (the one popped next) has waited."""
+    if oldest is None:
+        return 0.0
+    try:
+        job = orjson.loads(oldest)
+        enqueued = float(job.get("enqueued_at") or job.get("created_at"))
+    except (orjson.JSONDecodeError, TypeError, ValueError, AttributeError):
+        return 0.0
+    return max(0.0, now - enqueued)
+
+
+async def queue_names(redis: Redis, keys: Keys) -> list[str]:
+    try:
+        members = await redis.smembers(keys.queues)
+    except ResponseError as exc:
+        if not _is_wrong_type(exc):
+            raise
+        await _warn_wrong_type(redis, keys.queues, "set", "no queue listed")
+        return []
+    return sorted(_loose_text(n) for n in members)
+
+
+async def queues(redis: Redis, keys: Keys) -> list[QueueInfo]:
+    names = await queue_names(redis, keys)
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.smembers(keys.paused)
+        for name in names:
+            pipe.llen(keys.queue(name))
+            pipe.lindex(keys.queue(name), -1)
+        replies = await pipe.execute(raise_on_error=False)
+    paused_reply = replies[0]
+    paused = {_text(p) for p in paused_reply} if isinstance(paused_reply, set) else set()
+    now = time.time()
+    result = []
+    for index, name in enumerate(names):
+        size, oldest = replies[1 + 2 * index], replies[2 + 2 * index]
+        result.append(
+            QueueInfo(
+                name=name,
+                size=size if isinstance(size, int) else 0,
+                latency=_latency(oldest if isinstance(oldest, bytes) else None, now),
+                paused=name in paused,
+            )
+        )
+    return result
+
+
+RECOVERY_COUNTERS = ("recovered", "process_died", "duplicates_suspected")
+
+
+async def stats(redis: Redis, keys: Keys) -> Stats:
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.get(keys.stats_processed)
+        pipe.get(keys.stats_failed)
+        pipe.zcard(keys.schedule)
+        pipe.zcard(keys.retry)
+        pipe.zcard(keys.dead)
+        pipe.smembers(keys.processes)
+        pipe.llen(keys.repeat_orphans)
+        for name in RECOVERY_COUNTERS:
+            pipe.get(keys.stat(name))
+        replies = await pipe.execute(raise_on_error=False)
+    processed, failed, scheduled, retry, dead, identities, parked, *counters = (
+        r if not isinstance(r, Exception) else None for r in replies
+    )
+    recovery = {name: _int(value) for name, value in zip(RECOVERY_COUNTERS, counters, strict=True)}
+    recovery["parked"] = parked or 0
+    live = 0
+    if identities:
+        async with redis.pipeline(transaction=False) as pipe:
+            for identity in identities:
+                pipe.exists(keys.process(_text(identity)))
+            live = sum(1 for r in await pipe.execute() if r)
+    return Stats(
+        processed=_int(processed),
+        failed=_int(failed),
+        queues=await queues(redis, keys),
+        scheduled=scheduled or 0,
+        retry=retry or 0,
+        dead=dead or 0,
+        processes=live,
+        recovery=recovery,
+    )
+
+
+async def pause(redis: Redis, keys: Keys, queue: str) -> bool:
+    """Stop workers fetching from ``queue``; False (and a warning) if that can't be recorded."""
+    try:
+        await redis.sadd(keys.paused, queue)
+    except ResponseError as exc:
+        if not _is_wrong_type(exc):
+            raise
+        await _warn_wrong_type(redis, keys.paused, "set", f"{queue!r} not paused")
+        return False
+    return True
+
+
+async def resume(redis: Redis, keys: Keys, queue: str) -> bool:
+    """Let workers fetch from ``queue`` again; False (and a warning) if that can't be recorded."""
+    try:
+        await redis.srem(keys.paused, queue)
+    except ResponseError as exc:
+        if not _is_wrong_type(exc):
+            raise
+        await _warn_wrong_type(redis, keys.paused, "set", f"{queue!r} not resumed")
+        return False
+    # Wake idle workers blocked on the marker so the queue's backlog starts at once
+    # (best effort: a broken marker only delays pickup to the idle interval).
+    try:
+        await redis.zadd(keys.wakeup(queue), {"1": 0})
+    except ResponseError as exc:
+        if not _is_wrong_type(exc):
+            raise
+    return True
+
+
+async def clear_queue(redis: Redis, keys: Keys, queue: str) -> int:
+    """Remove every job waiting on ``queue``; returns how many were removed.
+
+    LLEN and the trim are one transaction, so the count is exactly what was
+    removed. A key of the wrong type is left alone (both commands refuse it).
+    The queue stays listed (and paused, if it was).
+    """
+    key = keys.queue(queue)
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.llen(key)
+        pipe.ltrim(key, 1, 0)  # an empty range: the list is emptied (and so deleted)
+        size, _ = await pipe.execute(raise_on_error=False)
+    if isinstance(size, Exception):
+        if not _is_wrong_type(size):
+            raise size
+        await _warn_wrong_type(redis, key, "list", "nothing removed")
+        return 0
+    return int(size)
