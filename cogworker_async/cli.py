@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import signal
 import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import asdict
@@ -21,12 +19,11 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 from redis.asyncio import Redis
 
-from cogworker_async import api, cli_admin
+from cogworker_async import api, cli_admin, cli_worker
 from cogworker_async.client import Client
-from cogworker_async.errors import CogworkerError
 from cogworker_async.jobs import JobOptions
 from cogworker_async.keys import Keys
-from cogworker_async.settings import Settings, parse_queue_spec
+from cogworker_async.settings import Settings
 from cogworker_async.store.connection import connect
 from cogworker_async.store.faults import is_outage
 
@@ -81,122 +78,8 @@ def run_redis(settings: Settings, action: Callable[[Redis, Keys], Awaitable[T]])
         raise
 
 
-def setup_logging(level: str) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
-
-
-@app.command()
-def worker(
-    modules: Annotated[list[str], typer.Argument(help="Python modules defining @job functions")],
-    queue: Annotated[
-        list[str] | None, typer.Option("-q", "--queue", help="QUEUE[:WEIGHT], repeatable")
-    ] = None,
-    concurrency: Annotated[int | None, typer.Option("-c", "--concurrency")] = None,
-    processes: Annotated[int, typer.Option("--processes", min=1)] = 1,
-    redis_url: RedisUrl = None,
-    namespace: Namespace = None,
-    timeout: Annotated[
-        float | None, typer.Option("--timeout", help="Shutdown timeout (seconds)")
-    ] = None,
-    strict: Annotated[bool, typer.Option("--strict", help="Strict queue order")] = False,
-    embedded_redis: Annotated[
-        bool, typer.Option("--embedded-redis", help="Start a throwaway redis-server")
-    ] = False,
-    log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
-) -> None:
-    """Run a worker on MODULE... until SIGTERM/SIGINT (a second one stops faster)."""
-    setup_logging(log_level)
-    for spec in queue or []:
-        try:
-            parse_queue_spec(spec)
-        except ValueError as exc:
-            raise fail(str(exc)) from None
-    embedded = None
-    if embedded_redis:
-        from cogworker_async.embedded import EmbeddedRedis, EmbeddedRedisError
-
-        embedded = EmbeddedRedis()
-        try:
-            embedded.start()
-        except EmbeddedRedisError as exc:
-            raise fail(str(exc), 1) from None
-        redis_url = embedded.url
-        os.environ["COGWORKER_REDIS_URL"] = redis_url
-        typer.echo(f"embedded Redis at {redis_url}", err=True)
-    settings = build_settings(
-        redis_url=redis_url,
-        namespace=namespace,
-        concurrency=concurrency,
-        queues=tuple(queue) if queue else None,
-        shutdown_timeout=timeout,
-        strict_order=strict or None,
-    )
-    try:
-        if processes > 1:
-            from cogworker_async.swarm import run_swarm
-
-            argv = _child_argv(sys.argv[1:])
-            raise typer.Exit(run_swarm(processes, argv, settings.shutdown_timeout))
-        _run_worker(settings, modules)
-    finally:
-        if embedded is not None:
-            embedded.stop()
-
-
-def _child_argv(argv: list[str]) -> list[str]:
-    """This command line minus --processes/--embedded-redis (the children share one Redis)."""
-    out: list[str] = []
-    skip = False
-    for arg in argv:
-        if skip:
-            skip = False
-            continue
-        if arg == "--processes":
-            skip = True
-            continue
-        if arg.startswith("--processes=") or arg == "--embedded-redis":
-            continue
-        out.append(arg)
-    return out
-
-
-def _run_worker(settings: Settings, modules: list[str]) -> None:
-    from cogworker_async.worker.worker import Worker
-
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # so `worker examples.tasks` imports from here
-    try:
-        instance = Worker(settings, jobs=modules)
-    except CogworkerError as exc:
-        raise fail(str(exc)) from None
-
-    async def main() -> None:
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, instance.stop)
-        await _check_redis(settings)
-        await instance.run()
-
-    try:
-        asyncio.run(main())
-    except CogworkerError as exc:
-        raise fail(str(exc), 1) from None
-
-
-async def _check_redis(settings: Settings) -> None:
-    redis = connect(settings)
-    try:
-        await redis.ping()
-    except Exception as exc:
-        if is_outage(exc):
-            raise fail(f"cannot reach Redis at {settings.redis_url}: {exc}", 1) from None
-        raise
-    finally:
-        await redis.aclose()
+# ``worker`` (and ``check``) first: the command most people come for.
+cli_worker.register(app, build_settings=build_settings, run=run_redis, fail=fail)
 
 
 @app.command()
