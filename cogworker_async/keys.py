@@ -102,11 +102,6 @@ class Keys:
         return f"{self.ns}:unsettled"
 
     @property
-    def suspects(self) -> str:
-        """Jobs recovered from a dead process, run alone until they finish once."""
-        return f"{self.ns}:suspects"
-
-    @property
     def recovery_lock(self) -> str:
         return f"{self.ns}:recovery_lock"
 

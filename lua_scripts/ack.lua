@@ -3,13 +3,12 @@
 --
 -- KEYS[1] = the process's in-progress list
 -- KEYS[2] = stats:processed, KEYS[3] = stats:processed:<today>
--- KEYS[4] = the suspects set (jobs recovered from a dead process)
 -- ARGV[1] = orphan-counter key prefix, ARGV[2] = per-day stat TTL (s)
 -- ARGV[3] = number of acks n; ARGV[4..3+2n] = (job as fetched, jid) pairs
 -- Returns the 1-based positions of acks whose job was already gone.
 -- (The variable list stays positional: the raw jobs must pass untouched.)
 --- @include ack_jobs
 
-local missing, count = ack_jobs(KEYS[1], ARGV[1], 4, KEYS[4])
+local missing, count = ack_jobs(KEYS[1], ARGV[1], 4)
 count_processed(KEYS[2], KEYS[3], count, tonumber(ARGV[2]))
 return missing

@@ -8,32 +8,30 @@
 -- KEYS[1] = the process's in-progress list
 -- KEYS[2] = the paused-queues set
 -- KEYS[3] = stats:processed, KEYS[4] = stats:processed:<today>
--- KEYS[5] = the suspects set (jobs recovered from a process that died)
--- KEYS[6..] = queue keys, in the order to try (shuffled by weight by the caller)
+-- KEYS[5..] = queue keys, in the order to try (shuffled by weight by the caller)
 -- ARGV[1] = "reliable" (LMOVE into in-progress) or "basic" (RPOP: at most once)
 -- ARGV[2] = n, the most jobs to take
 -- ARGV[3] = orphan-counter key prefix, ARGV[4] = wake-up marker key prefix
 -- ARGV[5] = per-day stat TTL (s)
 -- ARGV[6] = number of acks a; ARGV[7..6+2a] = (job as fetched, jid) pairs
--- ARGV[7+2a..] = the queue names matching KEYS[6..]
+-- ARGV[7+2a..] = the queue names matching KEYS[5..]
 -- Returns {jobs taken (raw, in the order taken), positions of acks whose job
--- was already gone, names of queues skipped because their key has the wrong type,
--- positions of taken jobs that are suspects (the worker runs those alone)}.
+-- was already gone, names of queues skipped because their key has the wrong type}.
 -- Atomic: a job is on its queue or on the in-progress list, never neither.
 --- @include ack_jobs
 
-local missing, acked = ack_jobs(KEYS[1], ARGV[3], 7, KEYS[5])
+local missing, acked = ack_jobs(KEYS[1], ARGV[3], 7)
 count_processed(KEYS[3], KEYS[4], acked, tonumber(ARGV[5]))
 
 local reliable = ARGV[1] == "reliable"
 local wanted = tonumber(ARGV[2])
 local names_at = 7 + 2 * acked
 local taken, broken = {}, {}
-for i = 6, #KEYS do
+for i = 5, #KEYS do
   if wanted <= #taken then
     break
   end
-  local name = ARGV[names_at + i - 6]
+  local name = ARGV[names_at + i - 5]
   if redis.call("SISMEMBER", KEYS[2], name) == 0 then
     while #taken < wanted do
       -- pcall: a queue key of the wrong type is skipped and reported, never
@@ -59,12 +57,4 @@ for i = 6, #KEYS do
     end
   end
 end
-local suspect = {}
-if #taken > 0 and redis.call("EXISTS", KEYS[5]) == 1 then
-  for index, job in ipairs(taken) do
-    if redis.call("SISMEMBER", KEYS[5], job) == 1 then
-      suspect[#suspect + 1] = index
-    end
-  end
-end
-return {taken, missing, broken, suspect}
+return {taken, missing, broken}

@@ -6,7 +6,6 @@
 -- KEYS[3] = the job's orphan counter
 -- KEYS[4] = stats:processed, KEYS[5] = stats:failed
 -- KEYS[6] = stats:processed:<today>, KEYS[7] = stats:failed:<today>
--- KEYS[8] = the suspects set (the job, if there, is cleared: it ended without a crash)
 -- ARGV[1] = the job exactly as fetched
 -- ARGV[2] = score (epoch s: when to retry, or when it failed)
 -- ARGV[3] = the entry to file ("" = discard: `retry: False`)
@@ -29,7 +28,6 @@ if ARGV[3] ~= "" then
 end
 redis.call("LREM", KEYS[1], -1, ARGV[1])
 redis.pcall("DEL", KEYS[3])
-redis.pcall("SREM", KEYS[8], ARGV[1])
 local day_ttl = tonumber(ARGV[7])
 for _, key in ipairs({KEYS[4], KEYS[5], KEYS[6], KEYS[7]}) do
   redis.pcall("INCR", key)

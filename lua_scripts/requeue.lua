@@ -5,9 +5,11 @@
 -- KEYS[1] = the in-progress list, KEYS[2] = its owner's presence key
 -- KEYS[3] = last_beat hash, KEYS[4] = repeat_orphans list, KEYS[5] = dead set
 -- KEYS[6] = queues set, KEYS[7] = live_queues sorted set
--- KEYS[8] = suspects set: every job recovered from a dead process is added, so
---   the next worker runs it alone (a job that crashed its process must not take
---   innocent neighbours down with it, and only its own orphan count grows)
+-- Every job recovered from a dead process goes back marked as a suspect: its
+-- payload gains a leading `"suspect":1` field (inserted as text, nothing else
+-- re-encoded), and the next worker runs it alone. A job that crashed its
+-- process then can't take innocent neighbours down with it, and only its own
+-- orphan count grows.
 -- ARGV[1] = JSON object:
 --   identity        the list's owner
 --   threshold       seconds since its last beat before it counts as dead, or
@@ -53,6 +55,18 @@ for i = 2, #ARGV do
   if mark == "d:" then finished[job] = true else keep[job] = true end
 end
 
+-- The payload with `"suspect":1` as its first field (once). Text surgery, not
+-- cjson: every other byte of the payload stays as its producer wrote it.
+local function as_suspect(job)
+  if string.sub(job, 1, 1) ~= "{" or string.sub(job, 1, 11) == '{"suspect":' then
+    return job
+  end
+  if string.match(job, "^{%s*}") then
+    return '{"suspect":1}'
+  end
+  return '{"suspect":1,' .. string.sub(job, 2)
+end
+
 local function jid_of(job)
   local ok, decoded = pcall(cjson.decode, job)
   if ok and type(decoded) == "table" and type(decoded["jid"]) == "string" then
@@ -73,7 +87,6 @@ for _ = 1, redis.call("LLEN", KEYS[1]) do
   end
   if finished[job] then
     redis.call("LPOP", KEYS[1])
-    redis.pcall("SREM", KEYS[8], job)
     local jid = jid_of(job)
     if jid then redis.pcall("DEL", cfg["counter_prefix"] .. jid) end
   elseif keep[job] then
@@ -104,7 +117,11 @@ for _ = 1, redis.call("LLEN", KEYS[1]) do
     end
     local written, queue = parked, nil
     if not parked then
-      written, queue = pcall(requeue_job, job, cfg["queue_prefix"], cfg["wakeup_prefix"],
+      local payload = job
+      if recovering then
+        payload = as_suspect(job)
+      end
+      written, queue = pcall(requeue_job, payload, cfg["queue_prefix"], cfg["wakeup_prefix"],
         cfg["default_queue"])
     end
     if written and queue then
@@ -119,12 +136,6 @@ for _ = 1, redis.call("LLEN", KEYS[1]) do
       if counter then
         redis.pcall("INCR", counter)
         redis.pcall("EXPIRE", counter, cfg["counter_ttl"])
-      end
-      if recovering and not parked then
-        redis.pcall("SADD", KEYS[8], job)
-        redis.pcall("EXPIRE", KEYS[8], cfg["counter_ttl"])
-      elseif parked then
-        redis.pcall("SREM", KEYS[8], job)
       end
       moved = moved + 1
     else

@@ -43,7 +43,6 @@ class FetchResult:
     jobs: list[bytes]
     missing_acks: list[Ack]
     broken_queues: list[str]
-    suspects: frozenset[bytes] = frozenset()
 
 
 async def fetch(
@@ -62,7 +61,6 @@ async def fetch(
         keys.paused,
         keys.stats_processed,
         keys.stats_processed_on(today()),
-        keys.suspects,
         *(keys.queue(q) for q in queues),
     ]
     args: list[EncodableArg] = [
@@ -74,10 +72,9 @@ async def fetch(
         *_ack_args(acks),
         *queues,
     ]
-    taken, missing, broken, suspect = await script("fetch").run(redis, script_keys, args)
+    taken, missing, broken = await script("fetch").run(redis, script_keys, args)
     names = [b.decode() if isinstance(b, bytes) else str(b) for b in broken]
-    suspects = frozenset(taken[i - 1] for i in suspect)
-    return FetchResult(list(taken), [acks[i - 1] for i in missing], names, suspects)
+    return FetchResult(list(taken), [acks[i - 1] for i in missing], names)
 
 
 async def ack(redis: Redis, keys: Keys, *, identity: str, acks: Sequence[Ack]) -> list[Ack]:
@@ -86,7 +83,6 @@ async def ack(redis: Redis, keys: Keys, *, identity: str, acks: Sequence[Ack]) -
         keys.in_progress(identity),
         keys.stats_processed,
         keys.stats_processed_on(today()),
-        keys.suspects,
     ]
     args = [keys.orphanings_prefix, DAY_STAT_TTL, *_ack_args(acks)]
     missing = await script("ack").run(redis, script_keys, args)
@@ -124,7 +120,6 @@ async def file(
         keys.stats_failed,
         keys.stats_processed_on(day),
         keys.stats_failed_on(day),
-        keys.suspects,
     ]
     args: list[EncodableArg] = [
         filing.raw,
@@ -180,7 +175,6 @@ async def requeue(
         keys.dead,
         keys.queues,
         keys.live_queues,
-        keys.suspects,
     ]
     args: list[EncodableArg] = [orjson.dumps(config)]
     args.extend(b"d:" + raw for raw in finished)

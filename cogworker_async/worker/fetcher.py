@@ -88,9 +88,9 @@ class Fetcher:
         self._kick = asyncio.Event()
         self._starving = asyncio.Event()
         self._closed = False
-        # Jobs recovered from a dead process, run alone; while one waits or runs,
-        # nothing new is fetched (a job held here when it crashes us is orphaned too).
-        self._suspects: set[bytes] = set()
+        # While a suspect (a job recovered from a dead process) waits to run
+        # alone or runs, nothing new is fetched: a job held here when it
+        # crashes us would be orphaned with it.
         self._isolating = 0
         self._paused: set[str] = set()
         self._broken: set[str] = set()
@@ -152,16 +152,6 @@ class Fetcher:
                 waiter.set_result(job)
                 return
         self._ready.append(job)
-
-    def is_suspect(self, raw: bytes) -> bool:
-        """Whether ``raw`` was recovered from a dead process (forgets it: asked once)."""
-        if not self._suspects:
-            return False
-        try:
-            self._suspects.remove(raw)
-        except KeyError:
-            return False
-        return True
 
     def isolate(self, on: bool) -> None:
         """Stop (or resume) fetching while a suspect waits for, or has, the process alone."""
@@ -227,7 +217,6 @@ class Fetcher:
                     ", ".join(f"{self._keys.queue(q)}" for q in result.broken_queues),
                 )
             self._broken = set(result.broken_queues)
-            self._suspects.update(result.suspects)
             for job in result.jobs:
                 self._deliver(job)
             if want and len(result.jobs) < want:
@@ -283,11 +272,7 @@ class Fetcher:
             )
             if job is None:
                 return False
-            raw = _as_bytes(job)
-            # A recovered job must run alone: ask, one call on the idle path only.
-            if await self._redis.sismember(self._keys.suspects, raw):  # type: ignore[arg-type]
-                self._suspects.add(raw)
-            self._deliver(raw)
+            self._deliver(_as_bytes(job))
             return True
         timeout = idle_backoff(streak, self._idle_max, self._rng)
         marker = await self._blocking.bzpopmin([self._keys.wakeup(n) for n in names], timeout)

@@ -22,6 +22,9 @@ from cogworker_async.middleware import ServerMiddleware, wrap_server_chain
 from cogworker_async.worker.fetcher import Fetcher
 from cogworker_async.worker.settlement import Settler
 
+# requeue.lua marks every job it recovers from a dead process with this prefix.
+SUSPECT_PREFIX = b'{"suspect":'
+
 
 class RunningJob:
     """What a processor runs now (its raw bytes are how it is known on the list)."""
@@ -70,7 +73,7 @@ class Processors:
             raw = await fetcher.get()
             if raw is None:
                 return
-            if fetcher.is_suspect(raw):
+            if raw.startswith(SUSPECT_PREFIX):
                 await self._process_alone(slot, raw)
                 continue
             if not self._no_suspect_running.is_set():

@@ -79,6 +79,7 @@ class Settler:
         limit = retry_limit(job, self._settings)
         count = int(job["retry_count"]) + 1 if isinstance(job.get("retry_count"), int) else 0
         job = dict(job)
+        job.pop("suspect", None)  # it failed by itself: its retry needn't run alone
         message = str(exc) or repr(exc)
         job["error_class"] = error_class_name(exc)
         job["error_message"] = message[: self._settings.error_message_max]

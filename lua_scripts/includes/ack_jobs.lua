@@ -1,4 +1,4 @@
--- ack_jobs(in_progress, counter_prefix, first, suspects): acknowledges finished jobs.
+-- ack_jobs(in_progress, counter_prefix, first): acknowledges finished jobs.
 --
 -- ARGV[first], ARGV[first+1] = the first finished job (exactly as fetched) and
 -- its jid ("" if unreadable); ARGV[first+2], ARGV[first+3] = the second; up to
@@ -6,14 +6,11 @@
 -- Each job is removed from the in-progress list (searched from the tail, where
 -- the oldest fetches sit) and its orphan counter deleted: it got to finish, so
 -- whatever crashes it sat through are behind it.
--- A job recovered from a dead process (in the `suspects` set) is cleared of
--- suspicion: it ran to the end, so it isn't what killed that process.
 -- Returns the 1-based positions of acks whose job was no longer on the list
 -- (orphan recovery requeued it while it ran here: it may have run twice).
-local function ack_jobs(in_progress, counter_prefix, first, suspects)
+local function ack_jobs(in_progress, counter_prefix, first)
   local count = tonumber(ARGV[first - 1])
   local missing = {}
-  local any_suspects = count > 0 and redis.call("EXISTS", suspects) == 1
   for i = 0, count - 1 do
     local raw = ARGV[first + 2 * i]
     local jid = ARGV[first + 2 * i + 1]
@@ -22,9 +19,6 @@ local function ack_jobs(in_progress, counter_prefix, first, suspects)
     end
     if jid ~= "" then
       redis.call("DEL", counter_prefix .. jid)
-    end
-    if any_suspects then
-      redis.pcall("SREM", suspects, raw)
     end
   end
   return missing, count

@@ -275,7 +275,6 @@ async def test_ack_script_raw_bytes_untouched(redis: Redis, keys: Keys) -> None:
             keys.in_progress(ME),
             keys.stats_processed,
             keys.stats_processed_on(today()),
-            keys.suspects,
         ],
         [keys.orphanings_prefix, DAY_STAT_TTL, 1, raw, "abc"],
     )

@@ -39,7 +39,6 @@ async def run_requeue(redis: Redis, keys: Keys, clock: float) -> list[object]:
         keys.dead,
         keys.queues,
         keys.live_queues,
-        keys.suspects,
     ]
     reply = await script("requeue").run(redis, script_keys, [orjson.dumps(config)])
     return list(reply)

@@ -1,14 +1,15 @@
-"""Jobs recovered from a dead process are suspects until they finish once."""
+"""Jobs recovered from a dead process come back marked as suspects (run alone next time)."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
 from cogworker_async.store import commands
-from cogworker_async.store.commands import Ack, Filing
-from tests.lua.support import enqueue, jid_of, make_job
+from cogworker_async.worker.processor import SUSPECT_PREFIX
+from tests.lua.support import drain, make_job
 
 pytestmark = pytest.mark.anyio
 
@@ -29,43 +30,34 @@ async def recover(redis: Redis, keys: Keys, *jobs: bytes) -> commands.RequeueRes
     )
 
 
-async def fetch(redis: Redis, keys: Keys, want: int, acks: list[Ack] | None = None):  # type: ignore[no-untyped-def]
-    return await commands.fetch(
-        redis, keys, identity=ME, queues=["default"], want=want, acks=acks or [], reliable=True
+async def test_recovered_job_is_marked_and_otherwise_untouched(redis: Redis, keys: Keys) -> None:
+    original = (
+        b'{"jid": "x1",  "class":"t", "args":[1.5e300, 12345678901234567890], "queue":"default"}'
     )
+    assert (await recover(redis, keys, original)).moved == 1
+    (marked,) = await drain(redis, keys.queue("default"))
+    assert marked.startswith(SUSPECT_PREFIX)
+    assert marked == b'{"suspect":1,' + original[1:]  # every other byte as written
+    assert orjson.loads(marked)["suspect"] == 1
 
 
-async def test_recovered_jobs_become_suspects_and_fetch_flags_them(
-    redis: Redis, keys: Keys
-) -> None:
-    orphan = make_job()
-    fresh = make_job()
-    result = await recover(redis, keys, orphan)
-    assert result.moved == 1
-    assert await redis.smembers(keys.suspects) == {orphan}
-    assert await redis.ttl(keys.suspects) > 0
-    await enqueue(redis, keys, "default", fresh)
-    taken = await fetch(redis, keys, 5)
-    assert set(taken.jobs) == {orphan, fresh}
-    assert taken.suspects == frozenset({orphan})
+async def test_a_second_recovery_does_not_mark_twice(redis: Redis, keys: Keys) -> None:
+    await recover(redis, keys, make_job())
+    (once,) = await drain(redis, keys.queue("default"))
+    await recover(redis, keys, once)
+    (twice,) = await drain(redis, keys.queue("default"))
+    assert twice == once
 
 
-async def test_ack_and_filing_clear_suspicion(redis: Redis, keys: Keys) -> None:
-    first, second = make_job(), make_job()
-    await recover(redis, keys, first, second)
-    taken = await fetch(redis, keys, 5)
-    assert taken.suspects == frozenset({first, second})
-    await fetch(redis, keys, 0, acks=[Ack(first, jid_of(first))])
-    assert await redis.smembers(keys.suspects) == {second}
-    filing = Filing(second, jid_of(second), keys.retry, 1.0, second)
-    assert await commands.file(
-        redis, keys, identity=ME, filing=filing, dead_max_jobs=10, dead_timeout=100.0
-    )
-    assert await redis.exists(keys.suspects) == 0
+async def test_odd_payloads_are_marked_safely(redis: Redis, keys: Keys) -> None:
+    await recover(redis, keys, b"{ }", b"not json")
+    popped = set(await drain(redis, keys.queue("default")))
+    assert popped == {b'{"suspect":1}', b"not json"}
 
 
-async def test_own_shutdown_requeue_makes_no_suspects(redis: Redis, keys: Keys) -> None:
-    await redis.lpush(keys.in_progress(ME), make_job())
+async def test_own_shutdown_requeue_marks_nothing(redis: Redis, keys: Keys) -> None:
+    job = make_job()
+    await redis.lpush(keys.in_progress(ME), job)
     result = await commands.requeue(
         redis,
         keys,
@@ -76,13 +68,4 @@ async def test_own_shutdown_requeue_makes_no_suspects(redis: Redis, keys: Keys) 
         live_window=10.0,
     )
     assert result.moved == 1
-    assert await redis.exists(keys.suspects) == 0
-
-
-async def test_parked_repeat_orphan_is_no_longer_a_suspect(redis: Redis, keys: Keys) -> None:
-    job = make_job()
-    await redis.sadd(keys.suspects, job)
-    await redis.set(keys.orphanings(jid_of(job)), 5)
-    await recover(redis, keys, job)
-    assert await redis.lrange(keys.repeat_orphans, 0, -1) == [job]
-    assert await redis.exists(keys.suspects) == 0
+    assert await drain(redis, keys.queue("default")) == [job]
