@@ -56,6 +56,8 @@ class LogFormat(StrEnum):
     json = "json"
 
 
+ALL_INTERFACES = "0.0.0.0"  # noqa: S104 - scraped from other hosts, like prometheus_client's server
+
 # extra -> (module to import, the distribution it needs)
 _EXTRAS = {
     "metrics": ("cogworker_async.metrics", "prometheus_client"),
@@ -135,7 +137,7 @@ def register(
         ] = None,
         metrics_host: Annotated[
             str, typer.Option("--metrics-host", help="Address for --metrics-port")
-        ] = "0.0.0.0",  # noqa: S104 - scraped from other hosts, as prometheus_client's server is
+        ] = ALL_INTERFACES,
         otel: Annotated[
             bool, typer.Option("--otel", help="Run each job in an OpenTelemetry span (otel extra)")
         ] = False,

@@ -49,6 +49,8 @@ DURATION_BUCKETS = (
     600.0, float("inf"),
 )  # fmt: skip
 
+ALL_INTERFACES = "0.0.0.0"  # noqa: S104 - scraped from other hosts, like prometheus_client's server
+
 # What store/faults.OutageLog logs when a duty loses Redis and when it is back
 # (tests/integration/test_metrics.py drives the real OutageLog against these).
 OUTAGE_STARTED = "%s: Redis unavailable (%s: %s)"
@@ -173,7 +175,7 @@ class Metrics:
             return {"redis": False, "beating": False}
         return {"redis": True, "beating": beating}
 
-    def serve(self, port: int, *, identity: str, host: str = "0.0.0.0") -> MetricsServer:  # noqa: S104 - scraped from other hosts, as prometheus_client's server is
+    def serve(self, port: int, *, identity: str, host: str = ALL_INTERFACES) -> MetricsServer:
         """Start serving ``/metrics`` and ``/healthz`` on a thread; ``port=0`` picks a free one."""
         server = MetricsServer(self, identity=identity, host=host, port=port)
         server.start()
