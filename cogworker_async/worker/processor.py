@@ -18,7 +18,7 @@ from cogworker_async import payload
 from cogworker_async.context import JobContext, set_current
 from cogworker_async.errors import JobTimeout, UnknownJob
 from cogworker_async.jobs import JobFunction, JobRegistry
-from cogworker_async.middleware import ServerMiddleware, wrap_server_chain
+from cogworker_async.middleware import Next, ServerMiddleware, wrap_server_chain
 from cogworker_async.worker.fetcher import Fetcher
 from cogworker_async.worker.settlement import Settler
 
@@ -127,8 +127,6 @@ class Processors:
 
     async def _run(self, job: dict[str, Any]) -> None:
         function = self._registry.get(job["class"])
-        if function is None:
-            raise UnknownJob(f"no handler registered for {job['class']!r}")
         set_current(
             JobContext(
                 job["jid"],
@@ -141,14 +139,17 @@ class Processors:
         )
         if self._debug:
             self._log.debug("jid=%s %s start queue=%s", job["jid"], job["class"], job["queue"])
-        timeout = job.get("timeout") or function.defaults.timeout or self._default_timeout
-        if self._middleware:
-            call = wrap_server_chain(
-                self._middleware, job, functools.partial(self._invoke, function, job, timeout)
-            )
-            await call()
+        if function is None:
+            # Through the chain like any failure, so middleware (metrics,
+            # tracing, status) sees unknown names too.
+            innermost: Next = functools.partial(_unknown, job["class"])
         else:
-            await self._invoke(function, job, timeout)
+            timeout = job.get("timeout") or function.defaults.timeout or self._default_timeout
+            innermost = functools.partial(self._invoke, function, job, timeout)
+        if self._middleware:
+            await wrap_server_chain(self._middleware, job, innermost)()
+        else:
+            await innermost()
 
     async def _invoke(
         self, function: JobFunction[Any, Any], job: dict[str, Any], limit: float | None
@@ -179,3 +180,7 @@ class Processors:
                 abandon_on_cancel=True,
                 limiter=self.thread_limiter,
             )
+
+
+async def _unknown(name: str) -> None:
+    raise UnknownJob(f"no handler registered for {name!r}")
