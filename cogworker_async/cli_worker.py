@@ -141,6 +141,14 @@ def register(
         otel: Annotated[
             bool, typer.Option("--otel", help="Run each job in an OpenTelemetry span (otel extra)")
         ] = False,
+        max_memory: Annotated[
+            float | None,
+            typer.Option(
+                "--max-memory",
+                min=1,
+                help="With --processes: restart a child gracefully past this RSS (MiB)",
+            ),
+        ] = None,
     ) -> None:
         """Run a worker on MODULE... until SIGTERM/SIGINT (a second one stops faster)."""
         setup_logging(log_level, log_format.value)
@@ -183,7 +191,9 @@ def register(
                 from cogworker_async.swarm import run_swarm
 
                 argv = child_argv(sys.argv[1:])
-                raise typer.Exit(run_swarm(processes, argv, settings.shutdown_timeout))
+                raise typer.Exit(
+                    run_swarm(processes, argv, settings.shutdown_timeout, max_rss_mb=max_memory)
+                )
             run_worker(settings, modules, metrics_port, metrics_host, otel)
         finally:
             if embedded is not None:

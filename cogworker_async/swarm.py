@@ -24,6 +24,9 @@ log = logging.getLogger("cogworker_async.swarm")
 QUICK_DEATH = 10.0
 MAX_RESTART_DELAY = 30.0
 POLL = 0.2
+# A child just started is still importing (and can't yet stop gracefully): its
+# memory is judged once it has run a moment.
+MEMORY_GRACE = 2.0
 
 
 def rss_mb(pid: int) -> float | None:
@@ -91,6 +94,8 @@ class Swarm:
 
     def _check_memory(self, slot: int, child: Child) -> None:
         if self.max_rss_mb is None or child.retiring:
+            return
+        if time.monotonic() - child.started < MEMORY_GRACE:
             return
         used = rss_mb(child.process.pid)
         if used is not None and used > self.max_rss_mb:

@@ -87,3 +87,37 @@ def test_killed_child_is_replaced_and_its_jobs_recovered(
             supervisor.kill()
     text = Path(log.name).read_text()
     assert "exited with status -9" in text
+
+
+@pytest.mark.timeout(60)
+def test_child_over_the_memory_limit_is_replaced_gracefully(settings: Settings) -> None:
+    with tempfile.NamedTemporaryFile(prefix="cogworker-swarm-", suffix=".log", delete=False) as log:
+        supervisor = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "cogworker_async",
+                "worker",
+                "tests.jobs_for_tests",
+                "--processes",
+                "2",
+                "--max-memory",
+                "1",
+            ],
+            cwd=ROOT,
+            env=child_env(settings),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    path = Path(log.name)
+    try:
+        # Every child is over 1 MiB at once: each is stopped gracefully and replaced.
+        wait_for_sync(lambda: path.read_text().count("over the 1 MiB limit") >= 3, timeout=40)
+        supervisor.send_signal(signal.SIGTERM)
+        assert supervisor.wait(timeout=settings.shutdown_timeout + 15) == 0
+    finally:
+        if supervisor.poll() is None:
+            supervisor.kill()
+    text = path.read_text()
+    assert text.count("started (pid") >= 4  # two, plus replacements
+    assert "exited with status 0" in text  # stopped gracefully, not killed
