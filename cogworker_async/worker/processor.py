@@ -108,18 +108,33 @@ class Processors:
             self._log.error("unparseable job buried in dead (%s): %.200r", exc, raw)
             await self._settler.file(self._settler.unparseable_filing(raw, str(exc)))
             return
-        self.running[slot] = RunningJob(raw, job, time.time())
+        started = time.time()
+        self.running[slot] = RunningJob(raw, job, started)
         try:
             await self._run(job)
         except Exception as exc:  # noqa: BLE001 - the job's own failure, whatever it is
             self._log.warning(
-                "jid=%s %s failed: %s: %s", job["jid"], job["class"], type(exc).__name__, exc
+                "jid=%s %s failed queue=%s after %.3f s: %s: %s",
+                job["jid"],
+                job["class"],
+                job["queue"],
+                time.time() - started,
+                type(exc).__name__,
+                exc,
             )
             function = self._registry.get(job["class"])
             retry_in = function.retry_in if function is not None else None
             await self._settler.file(self._settler.failure_filing(raw, job, exc, retry_in))
         else:
             self._fetcher.ack(raw, job["jid"])
+            if self._debug:
+                self._log.debug(
+                    "jid=%s %s done queue=%s in %.3f s",
+                    job["jid"],
+                    job["class"],
+                    job["queue"],
+                    time.time() - started,
+                )
         finally:
             del self.running[slot]
             if not self.running:
