@@ -31,6 +31,15 @@ from cogworker_async.store.scripts import script
 VERSION = "0.1.0"
 
 
+def rss_bytes() -> int | None:
+    """This process's resident memory (Linux), for `processes`; None elsewhere."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 class Heartbeat:
     def __init__(
         self,
@@ -76,6 +85,7 @@ class Heartbeat:
                 "concurrency": self._settings.concurrency,
                 "started_at": self.started_at,
                 "busy": len(busy),
+                "rss": rss_bytes(),
                 "quiet": self.quiet,
                 "version": VERSION,
             }

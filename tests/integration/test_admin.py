@@ -380,7 +380,8 @@ async def test_processes_and_busy_from_a_real_heartbeat(
     assert live.hostname
     assert live.started_at == pytest.approx(heartbeat.started_at)
     assert live.last_beat == pytest.approx(stamp)
-    assert live.rss is None
+    assert live.rss is not None
+    assert live.rss > 1_000_000  # bytes of this very process
     assert live.problem is None
     gone = found["host:7:gone"]
     assert (gone.alive, gone.last_beat, gone.hostname) == (False, 12.5, None)
