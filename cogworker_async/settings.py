@@ -73,9 +73,10 @@ class Settings(BaseSettings):
     socket_timeout: float = Field(default=10.0, gt=0)
     job_timeout: float | None = Field(default=None, gt=0)
     error_message_max: int = Field(default=1000, ge=16)
-    # Jobs fetched ahead of demand per process. Hides the fetch round trip, but a
-    # prefetched job shares the fate of a neighbour that crashes the process.
-    prefetch: int = Field(default=0, ge=0)
+    # Jobs fetched ahead of demand per process (None: a quarter of concurrency;
+    # 0: none). Hides the fetch round trip. Safe beside a job that crashes its
+    # process: recovered jobs run alone, with nothing prefetched beside them.
+    prefetch: int | None = Field(default=None, ge=0)
 
     @field_validator("queues", mode="before")
     @classmethod
@@ -114,6 +115,10 @@ class Settings(BaseSettings):
                 f"timeout and must stay below socket_timeout ({self.socket_timeout})"
             )
         return self
+
+    @property
+    def effective_prefetch(self) -> int:
+        return self.concurrency // 4 if self.prefetch is None else self.prefetch
 
     @property
     def queue_specs(self) -> tuple[QueueSpec, ...]:

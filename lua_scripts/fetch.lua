@@ -27,8 +27,13 @@ local reliable = ARGV[1] == "reliable"
 local wanted = tonumber(ARGV[2])
 local names_at = 7 + 2 * acked
 local taken, broken = {}, {}
+-- A suspect (a job recovered from a dead process, marked by requeue.lua) is
+-- always alone in its batch: the worker runs it with nothing else held, so
+-- if it is what crashes processes, it takes no neighbour down with it.
+local suspect_prefix = '{"suspect":'
+local alone = false
 for i = 5, #KEYS do
-  if wanted <= #taken then
+  if wanted <= #taken or alone then
     break
   end
   local name = ARGV[names_at + i - 5]
@@ -49,10 +54,24 @@ for i = 5, #KEYS do
       if not job then
         break
       end
+      if string.sub(job, 1, 11) == suspect_prefix then
+        if #taken > 0 then
+          -- Back where it was (reliable mode only has it on our list).
+          if reliable then
+            redis.call("LMOVE", KEYS[1], KEYS[i], "LEFT", "RIGHT")
+          else
+            redis.call("RPUSH", KEYS[i], job)
+          end
+        else
+          taken[1] = job
+        end
+        alone = true
+        break
+      end
       taken[#taken + 1] = job
     end
     -- Filled up with work still waiting: wake another idle process for it.
-    if #taken >= wanted and redis.call("LLEN", KEYS[i]) > 0 then
+    if (#taken >= wanted or alone) and redis.call("LLEN", KEYS[i]) > 0 then
       redis.pcall("ZADD", ARGV[4] .. name, 0, "1")
     end
   end

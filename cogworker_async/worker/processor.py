@@ -60,6 +60,7 @@ class Processors:
         self._debug = logger.isEnabledFor(logging.DEBUG)
         self.running: dict[int, RunningJob] = {}
         self.thread_limiter = anyio.CapacityLimiter(concurrency)
+        self._concurrency = concurrency
         self._suspect_lock = asyncio.Lock()
         self._no_suspect_running = asyncio.Event()
         self._no_suspect_running.set()
@@ -90,9 +91,13 @@ class Processors:
         self._fetcher.isolate(True)
         try:
             async with self._suspect_lock:
-                while self.running:
+                # Nothing else running, and (when another processor can take
+                # them) nothing fetched waiting to run: all would be orphaned
+                # with it if it crashed us.
+                while self.running or (self._concurrency > 1 and self._fetcher.held):
                     self._quiet.clear()
-                    await self._quiet.wait()
+                    with anyio.move_on_after(0.05):
+                        await self._quiet.wait()
                 self._no_suspect_running.clear()
                 try:
                     await self.process(slot, raw)

@@ -140,7 +140,7 @@ class Worker:
                 logger=self.log,
                 rng=self._rng,
                 on_missing_ack=lambda ack: self.settler.note_duplicate(ack.jid),  # type: ignore[union-attr]
-                prefetch=settings.prefetch,
+                prefetch=settings.effective_prefetch,
             )
             self.processors = Processors(
                 self.fetcher,

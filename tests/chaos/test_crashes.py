@@ -95,10 +95,14 @@ def test_live_worker_keeps_its_jobs(
                 proc.kill()
 
 
+@pytest.mark.parametrize("innocents_before", [0, 8])
 def test_a_job_that_kills_its_process_ends_in_dead(
-    settings: Settings, sync_client: sync_redis.Redis, keys: Keys
+    settings: Settings, sync_client: sync_redis.Redis, keys: Keys, innocents_before: int
 ) -> None:
+    """Poison first in line, or fetched in the middle of a batch of innocents."""
     settings = settings.model_copy(update={"max_orphanings": 2})
+    for i in range(innocents_before):
+        enqueue(sync_client, keys, "t.record", 100 + i, jid=f"{100 + i:024x}")
     enqueue(sync_client, keys, "t.suicide", jid="c" * 24)
     for i in range(20):
         enqueue(sync_client, keys, "t.record", i, jid=f"{i:024x}")
@@ -119,7 +123,10 @@ def test_a_job_that_kills_its_process_ends_in_dead(
         assert len(starts) == settings.max_orphanings + 1
         # Every other job ran (some perhaps twice: they shared a process that died).
         wait_for_sync(
-            lambda: len({r for r in runs(sync_client, keys) if ":" not in r}) == 20, timeout=30
+            lambda: (
+                len({r for r in runs(sync_client, keys) if ":" not in r}) == 20 + innocents_before
+            ),
+            timeout=30,
         )
     finally:
         for worker in workers:

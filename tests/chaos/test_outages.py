@@ -64,6 +64,9 @@ async def test_redis_stopped_under_load_every_job_completes_outage_logged_once(
             await anyio.sleep(10)  # the outage itself is what this test is about
             durable_redis.restart()
             await wait_for(lambda: _done_at_least(total, distinct=True), timeout=60)
+            # Every duty notices the return on its own next try.
+            for duty in ("Fetch", "Heartbeat"):
+                await wait_for(lambda d=duty: _logged(caplog, f"{d}: Redis is back"), timeout=10)
     assert set(done) == set(range(total))
     messages = [r.getMessage() for r in caplog.records]
     for duty in ("Fetch", "Heartbeat"):
@@ -75,6 +78,10 @@ async def test_redis_stopped_under_load_every_job_completes_outage_logged_once(
         if "Redis unavailable" in message:
             duty = message.split(":")[0]
             assert sum(m.startswith(f"{duty}: Redis unavailable") for m in messages) == 1, duty
+
+
+async def _logged(caplog: pytest.LogCaptureFixture, start: str) -> bool:
+    return any(r.getMessage().startswith(start) for r in caplog.records)
 
 
 async def _done_at_least(n: int, distinct: bool = False) -> bool:

@@ -9,7 +9,7 @@ from redis.asyncio import Redis
 from cogworker_async.keys import Keys
 from cogworker_async.store import commands
 from cogworker_async.worker.processor import SUSPECT_PREFIX
-from tests.lua.support import drain, make_job
+from tests.lua.support import drain, enqueue, make_job
 
 pytestmark = pytest.mark.anyio
 
@@ -69,3 +69,21 @@ async def test_own_shutdown_requeue_marks_nothing(redis: Redis, keys: Keys) -> N
     )
     assert result.moved == 1
     assert await drain(redis, keys.queue("default")) == [job]
+
+
+async def _fetch(redis: Redis, keys: Keys, want: int) -> list[bytes]:
+    result = await commands.fetch(
+        redis, keys, identity=ME, queues=["default"], want=want, acks=[], reliable=True
+    )
+    return result.jobs
+
+
+async def test_a_suspect_is_always_alone_in_its_batch(redis: Redis, keys: Keys) -> None:
+    first, later = make_job(), make_job()
+    suspect = b'{"suspect":1,' + make_job()[1:]
+    await enqueue(redis, keys, "default", first, suspect, later)  # popped in this order
+    assert await _fetch(redis, keys, 5) == [first]  # stops before the suspect
+    assert await redis.lrange(keys.in_progress(ME), 0, -1) == [first]
+    assert await _fetch(redis, keys, 5) == [suspect]  # then the suspect, alone
+    assert await _fetch(redis, keys, 5) == [later]
+    assert await redis.llen(keys.queue("default")) == 0
