@@ -30,6 +30,16 @@ def connect(settings: Settings, *, max_connections: int | None = None) -> Redis:
     return Redis.from_pool(pool)  # the client owns the pool and closes it
 
 
+async def drop_idle_connections(redis: Redis) -> None:
+    """Close the pool's idle connections once an outage is seen.
+
+    They died with the server: kept, each would fail its first command after
+    Redis is back (and be logged as a second outage). Commands are never
+    retried automatically, so this is how stale links are shed.
+    """
+    await redis.connection_pool.disconnect(inuse_connections=False)
+
+
 def blocking_timeout(settings: Settings) -> float:
     """The blocking-fetch timeout: the idle fallback interval, below the socket timeout."""
     return settings.fetch_idle_max_interval

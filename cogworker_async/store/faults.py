@@ -60,7 +60,12 @@ class OutageLog:
                 "%s: Redis unavailable (%s: %s)", self.duty, type(exc).__name__, exc
             )
 
-    def succeeded(self) -> None:
+    def succeeded(self, started: float | None = None) -> None:
+        """A call succeeded. ``started`` (``time.monotonic()`` when it was sent):
+        a call sent before the outage began and answered just before the link
+        dropped says nothing about Redis being back."""
+        if started is not None and self._since is not None and started < self._since:
+            return
         if self._since is not None:
             took = time.monotonic() - self._since
             self._since = None

@@ -11,6 +11,7 @@ from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
+from cogworker_async.store.connection import drop_idle_connections
 from cogworker_async.timing import jittered, scaled_poll_interval
 from cogworker_async.worker.reconcile import Reconciler
 from cogworker_async.worker.recovery import Recovery
@@ -48,7 +49,15 @@ def start_duties(
         first_delay: float | None = None,
     ) -> None:
         async def loop() -> None:
-            await run_duty(name, once, interval, logger, rng=rng, first_delay=first_delay)
+            await run_duty(
+                name,
+                once,
+                interval,
+                logger,
+                rng=rng,
+                first_delay=first_delay,
+                on_outage=lambda: drop_idle_connections(redis),
+            )
 
         group.start_soon(loop, name=name)
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import time
 from collections import deque
 from collections.abc import Callable, Sequence
 
@@ -29,10 +30,12 @@ from cogworker_async.keys import Keys
 from cogworker_async.settings import QueueSpec
 from cogworker_async.store import commands
 from cogworker_async.store.commands import Ack
+from cogworker_async.store.connection import drop_idle_connections
 from cogworker_async.store.faults import OutageLog, is_outage
 from cogworker_async.timing import idle_backoff
 
 MAX_BATCH = 100
+MAX_IN_FLIGHT = 2
 
 
 def _as_bytes(value: bytes | str) -> bytes:
@@ -84,7 +87,10 @@ class Fetcher:
         self._waiters: deque[asyncio.Future[bytes | None]] = deque()
         self._acks: list[Ack] = []
         self._resent: set[bytes] = set()
-        self.inflight_acks: list[Ack] = []
+        # Acks sent in calls not yet answered (a call's id → its acks), and
+        # how many jobs those calls asked for.
+        self._in_flight: dict[object, list[Ack]] = {}
+        self._requested = 0
         self._kick = asyncio.Event()
         self._starving = asyncio.Event()
         self._closed = False
@@ -128,11 +134,13 @@ class Fetcher:
 
     def pending_ack_raws(self) -> list[bytes]:
         """Finished jobs whose ack hasn't landed yet (still on the list, not strays)."""
-        return [a.raw for a in self.inflight_acks] + [a.raw for a in self._acks]
+        in_flight = [a.raw for acks in self._in_flight.values() for a in acks]
+        return in_flight + [a.raw for a in self._acks]
 
     def take_pending_acks(self) -> list[Ack]:
-        acks, self._acks = [*self.inflight_acks, *self._acks], []
-        self.inflight_acks = []
+        in_flight = [a for acks in self._in_flight.values() for a in acks]
+        acks, self._acks = [*in_flight, *self._acks], []
+        self._in_flight.clear()
         return acks
 
     def close(self) -> None:
@@ -171,58 +179,78 @@ class Fetcher:
 
     # --- the batching loop ----------------------------------------------------
     async def batch_loop(self) -> None:
-        """Send acks and demand as one call whenever either is waiting."""
-        while True:
-            await self._kick.wait()
-            self._kick.clear()
-            want = self._want()
-            if not self._acks and want == 0:
-                continue
-            acks, self._acks = self._acks, []
-            self.inflight_acks = acks
-            try:
-                result = await commands.fetch(
-                    self._redis,
-                    self._keys,
-                    identity=self._identity,
-                    queues=self._order() if want else [],
-                    want=want,
-                    acks=acks,
-                    reliable=self.reliable,
-                )
-            except Exception as exc:  # noqa: BLE001 - any failure: keep the acks, retry soon
-                self.inflight_acks = []
-                self._acks[:0] = acks
-                # The call may have run before the link dropped: a resent ack
-                # finding its job gone is then no sign of a second run.
-                self._resent.update(a.raw for a in acks)
-                if is_outage(exc):
-                    self._outage.failed(exc)
-                else:
-                    self._log.exception("fetch failed (a bug: please report it)")
-                await anyio.sleep(0.2 + 0.3 * self._rng.random())
-                self._kick.set()
-                continue
-            self.inflight_acks = []
-            self._outage.succeeded()
-            for missing in result.missing_acks:
-                if missing.raw in self._resent:
+        """Send acks and demand as one call whenever either is waiting.
+
+        Up to ``MAX_IN_FLIGHT`` calls overlap: while one waits on Redis, what
+        piled up meanwhile goes in the next, so a process isn't capped at one
+        round trip's worth of jobs at a time.
+        """
+        slots = anyio.Semaphore(MAX_IN_FLIGHT)
+        async with anyio.create_task_group() as calls:
+            while True:
+                await self._kick.wait()
+                self._kick.clear()
+                await slots.acquire()
+                want = max(0, self._want() - self._requested)
+                if not self._acks and want == 0:
+                    slots.release()
                     continue
-                self._on_missing_ack(missing)
-            if self._resent:
-                self._resent.difference_update(a.raw for a in acks)
-            if result.broken_queues and set(result.broken_queues) != self._broken:
-                self._log.error(
-                    "queue key(s) of the wrong type skipped: %s: their jobs wait until it is fixed",
-                    ", ".join(f"{self._keys.queue(q)}" for q in result.broken_queues),
-                )
-            self._broken = set(result.broken_queues)
-            for job in result.jobs:
-                self._deliver(job)
-            if want and len(result.jobs) < want:
-                self._starving.set()
-            elif self._want():
-                self._kick.set()
+                acks, self._acks = self._acks, []
+                self._requested += want
+                calls.start_soon(self._call, acks, want, slots)
+
+    async def _call(self, acks: list[Ack], want: int, slots: anyio.Semaphore) -> None:
+        call_id = object()
+        self._in_flight[call_id] = acks
+        sent = time.monotonic()
+        try:
+            result = await commands.fetch(
+                self._redis,
+                self._keys,
+                identity=self._identity,
+                queues=self._order() if want else [],
+                want=want,
+                acks=acks,
+                reliable=self.reliable,
+            )
+        except Exception as exc:  # noqa: BLE001 - any failure: keep the acks, retry soon
+            del self._in_flight[call_id]
+            self._requested -= want
+            self._acks[:0] = acks
+            # The call may have run before the link dropped: a resent ack
+            # finding its job gone is then no sign of a second run.
+            self._resent.update(a.raw for a in acks)
+            if is_outage(exc):
+                self._outage.failed(exc)
+                await drop_idle_connections(self._redis)
+            else:
+                self._log.exception("fetch failed (a bug: please report it)")
+            await anyio.sleep(0.2 + 0.3 * self._rng.random())
+            slots.release()
+            self._kick.set()
+            return
+        del self._in_flight[call_id]
+        self._requested -= want
+        slots.release()
+        self._outage.succeeded(sent)
+        for missing in result.missing_acks:
+            if missing.raw in self._resent:
+                continue
+            self._on_missing_ack(missing)
+        if self._resent:
+            self._resent.difference_update(a.raw for a in acks)
+        if result.broken_queues and set(result.broken_queues) != self._broken:
+            self._log.error(
+                "queue key(s) of the wrong type skipped: %s: their jobs wait until it is fixed",
+                ", ".join(f"{self._keys.queue(q)}" for q in result.broken_queues),
+            )
+        self._broken = set(result.broken_queues)
+        for job in result.jobs:
+            self._deliver(job)
+        if want and len(result.jobs) < want:
+            self._starving.set()
+        elif self._want() > self._requested or self._acks:
+            self._kick.set()
 
     # --- the blocking loop ----------------------------------------------------
     async def block_loop(self) -> None:

@@ -27,6 +27,7 @@ async def run_duty(
     *,
     rng: random.Random,
     first_delay: float | None = None,
+    on_outage: Callable[[], Awaitable[None]] | None = None,
 ) -> None:
     outage = OutageLog(name, logger)
     await anyio.sleep(next_interval() if first_delay is None else first_delay)
@@ -36,6 +37,8 @@ async def run_duty(
         except Exception as exc:
             if is_outage(exc):
                 outage.failed(exc)
+                if on_outage is not None:
+                    await on_outage()
                 await anyio.sleep(OUTAGE_RETRY * (0.5 + rng.random()))
                 continue
             logger.exception("%s failed (a bug: please report it); trying again later", name)

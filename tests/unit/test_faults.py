@@ -83,3 +83,21 @@ def test_outage_log_once_per_outage(caplog: pytest.LogCaptureFixture) -> None:
     assert "TimeoutError" in messages[2]
     assert "recovered after" in messages[3]
     assert all(r.name == logger.name for r in caplog.records)
+
+
+def test_outage_log_ignores_a_success_sent_before_the_outage(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+    import time
+
+    from cogworker_async.store.faults import OutageLog
+
+    outage = OutageLog("Fetch", logging.getLogger("t.outage"))
+    sent_before = time.monotonic()
+    outage.failed(ConnectionError("gone"))
+    outage.succeeded(sent_before)  # an old call's late answer: still down
+    assert outage.down
+    outage.succeeded(time.monotonic())
+    assert not outage.down
+    assert caplog.text.count("Redis is back") == 1
