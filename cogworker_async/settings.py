@@ -11,10 +11,15 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
 
 _QUEUE_SPEC = re.compile(r"^(?P<name>[A-Za-z0-9_.\-]+)(?::(?P<weight>\d+))?$")
 
@@ -77,6 +82,30 @@ class Settings(BaseSettings):
     # 0: none). Hides the fetch round trip. Safe beside a job that crashes its
     # process: recovered jobs run alone, with nothing prefetched beside them.
     prefetch: int | None = Field(default=None, ge=0)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # A project's .env holds other tools' variables too (DATABASE_URL, ...):
+        # only ours may count, and an unknown COGWORKER_* one is still an error.
+        class OwnDotEnv(PydanticBaseSettingsSource):
+            def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+                return None, field_name, False
+
+            def __call__(self) -> dict[str, Any]:
+                return {
+                    key: value
+                    for key, value in dotenv_settings().items()
+                    if key in settings_cls.model_fields or key.lower().startswith("cogworker_")
+                }
+
+        return init_settings, env_settings, OwnDotEnv(settings_cls), file_secret_settings
 
     @field_validator("queues", mode="before")
     @classmethod

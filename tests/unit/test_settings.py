@@ -190,3 +190,14 @@ def test_queue_spec_whitespace_trimmed() -> None:
         QueueSpec("a", 1),
         QueueSpec("b", 2),
     )
+
+
+def test_dotenv_ignores_other_tools_variables_but_not_our_typos(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / ".env").write_text("DATABASE_URL=postgres://x\nCOGWORKER_CONCURRENCY=7\n")
+    assert Settings().concurrency == 7
+    (tmp_path / ".env").write_text("DATABASE_URL=postgres://x\nCOGWORKER_CONCURENCY=7\n")
+    with pytest.raises(ValidationError, match="cogworker_concurency"):
+        Settings()
