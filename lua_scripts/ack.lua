@@ -9,6 +9,7 @@
 -- (The variable list stays positional: the raw jobs must pass untouched.)
 --- @include ack_jobs
 
-local missing, count = ack_jobs(KEYS[1], ARGV[1], 4)
-count_processed(KEYS[2], KEYS[3], count, tonumber(ARGV[2]))
+local missing, count = ack_jobs(KEYS[1], ARGV[1], 4, true)
+-- Only what this call removed: an ack resent after a lost reply counts once.
+count_processed(KEYS[2], KEYS[3], count - #missing, tonumber(ARGV[2]))
 return missing

@@ -20,8 +20,9 @@
 -- Atomic: a job is on its queue or on the in-progress list, never neither.
 --- @include ack_jobs
 
-local missing, acked = ack_jobs(KEYS[1], ARGV[3], 7)
-count_processed(KEYS[3], KEYS[4], acked, tonumber(ARGV[5]))
+local missing, acked = ack_jobs(KEYS[1], ARGV[3], 7, ARGV[1] == "reliable")
+-- Only what this call removed: an ack resent after a lost reply counts once.
+count_processed(KEYS[3], KEYS[4], acked - #missing, tonumber(ARGV[5]))
 
 local reliable = ARGV[1] == "reliable"
 local wanted = tonumber(ARGV[2])

@@ -40,7 +40,7 @@ async def finish(
     list_empty = False
     with anyio.move_on_after(FINISH_BOUND):
         unacked = fetcher.take_pending_acks()
-        if unacked:
+        if unacked and reliable:
             try:
                 await commands.ack(redis, keys, identity=identity, acks=unacked)
                 unacked = []

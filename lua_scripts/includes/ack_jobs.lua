@@ -1,4 +1,5 @@
--- ack_jobs(in_progress, counter_prefix, first): acknowledges finished jobs.
+-- ack_jobs(in_progress, counter_prefix, first, listed): acknowledges finished jobs
+-- (listed = false in basic mode: there is no in-progress list, only counting).
 --
 -- ARGV[first], ARGV[first+1] = the first finished job (exactly as fetched) and
 -- its jid ("" if unreadable); ARGV[first+2], ARGV[first+3] = the second; up to
@@ -8,9 +9,12 @@
 -- whatever crashes it sat through are behind it.
 -- Returns the 1-based positions of acks whose job was no longer on the list
 -- (orphan recovery requeued it while it ran here: it may have run twice).
-local function ack_jobs(in_progress, counter_prefix, first)
+local function ack_jobs(in_progress, counter_prefix, first, listed)
   local count = tonumber(ARGV[first - 1])
   local missing = {}
+  if not listed then
+    return missing, count
+  end
   for i = 0, count - 1 do
     local raw = ARGV[first + 2 * i]
     local jid = ARGV[first + 2 * i + 1]
