@@ -197,12 +197,14 @@ class EmbeddedRedis:
             self._spawn_and_wait()
             return
         self._dir = Path(tempfile.mkdtemp(prefix="cogworker-redis-"))
+        started = False
         try:
             self._first_start()
-        except BaseException:
-            # A failed start must not leak the directory; the address was never handed out.
-            self._discard_dir()
-            raise
+            started = True
+        finally:
+            if not started:
+                # A failed start must not leak the directory; the address was never handed out.
+                self._discard_dir()
 
     def stop(self) -> None:
         """Terminate the server (SIGTERM, then SIGKILL after 5 s) and remove its directory.

@@ -23,6 +23,19 @@ pytestmark = pytest.mark.chaos
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def start_swarm(settings: Settings, *args: str) -> tuple[subprocess.Popen[bytes], Path]:
+    """`cogworker-async worker tests.jobs_for_tests ARGS...` with its log in a temp file."""
+    with tempfile.NamedTemporaryFile(prefix="cogworker-swarm-", suffix=".log", delete=False) as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "cogworker_async", "worker", "tests.jobs_for_tests", *args],
+            cwd=ROOT,
+            env=child_env(settings),
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    return process, Path(log.name)
+
+
 def live_identities(client: sync_redis.Redis, keys: Keys) -> dict[str, dict[str, object]]:
     found = {}
     for member in client.smembers(keys.processes):
@@ -36,24 +49,7 @@ def live_identities(client: sync_redis.Redis, keys: Keys) -> dict[str, dict[str,
 def test_killed_child_is_replaced_and_its_jobs_recovered(
     settings: Settings, sync_client: sync_redis.Redis, keys: Keys
 ) -> None:
-    with tempfile.NamedTemporaryFile(prefix="cogworker-swarm-", suffix=".log", delete=False) as log:
-        supervisor = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "cogworker_async",
-                "worker",
-                "tests.jobs_for_tests",
-                "--processes",
-                "2",
-                "-c",
-                "2",
-            ],
-            cwd=ROOT,
-            env=child_env(settings),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    supervisor, log_path = start_swarm(settings, "--processes", "2", "-c", "2")
     try:
         wait_for_sync(lambda: len(live_identities(sync_client, keys)) == 2, timeout=20)
         first = live_identities(sync_client, keys)
@@ -85,31 +81,13 @@ def test_killed_child_is_replaced_and_its_jobs_recovered(
     finally:
         if supervisor.poll() is None:
             supervisor.kill()
-    text = Path(log.name).read_text()
+    text = log_path.read_text()
     assert "exited with status -9" in text
 
 
 @pytest.mark.timeout(60)
 def test_child_over_the_memory_limit_is_replaced_gracefully(settings: Settings) -> None:
-    with tempfile.NamedTemporaryFile(prefix="cogworker-swarm-", suffix=".log", delete=False) as log:
-        supervisor = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "cogworker_async",
-                "worker",
-                "tests.jobs_for_tests",
-                "--processes",
-                "2",
-                "--max-memory",
-                "1",
-            ],
-            cwd=ROOT,
-            env=child_env(settings),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    path = Path(log.name)
+    supervisor, path = start_swarm(settings, "--processes", "2", "--max-memory", "1")
     try:
         # Every child is over 1 MiB at once: each is stopped gracefully and replaced.
         wait_for_sync(lambda: path.read_text().count("over the 1 MiB limit") >= 3, timeout=40)
