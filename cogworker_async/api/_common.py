@@ -42,5 +42,17 @@ async def _warn_wrong_type(redis: Redis, key: str, expected: str, consequence: s
     )
 
 
+async def _set_members(redis: Redis, key: str, consequence: str) -> list[str]:
+    """The members of set ``key``, sorted; empty (with a warning) if it has the wrong type."""
+    try:
+        members = await redis.smembers(key)
+    except ResponseError as exc:
+        if not _is_wrong_type(exc):
+            raise
+        await _warn_wrong_type(redis, key, "set", consequence)
+        return []
+    return sorted(_loose_text(m) for m in members)
+
+
 def _glob_escape(text: str) -> str:
     return "".join("\\" + ch if ch in _GLOB_SPECIAL else ch for ch in text)

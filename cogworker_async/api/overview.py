@@ -15,7 +15,7 @@ import orjson
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from cogworker_async.api._common import _is_wrong_type, _loose_text, _text, _warn_wrong_type
+from cogworker_async.api._common import _is_wrong_type, _set_members, _text, _warn_wrong_type
 from cogworker_async.keys import Keys
 
 
@@ -67,14 +67,7 @@ def _latency(oldest: bytes | None, now: float) -> float:
 
 
 async def queue_names(redis: Redis, keys: Keys) -> list[str]:
-    try:
-        members = await redis.smembers(keys.queues)
-    except ResponseError as exc:
-        if not _is_wrong_type(exc):
-            raise
-        await _warn_wrong_type(redis, keys.queues, "set", "no queue listed")
-        return []
-    return sorted(_loose_text(n) for n in members)
+    return await _set_members(redis, keys.queues, "no queue listed")
 
 
 async def queues(redis: Redis, keys: Keys) -> list[QueueInfo]:

@@ -13,9 +13,13 @@ from typing import Any
 
 import orjson
 from redis.asyncio import Redis
-from redis.exceptions import ResponseError
 
-from cogworker_async.api._common import _is_wrong_type, _loose_text, _warn_wrong_type
+from cogworker_async.api._common import (
+    _is_wrong_type,
+    _loose_text,
+    _set_members,
+    _warn_wrong_type,
+)
 from cogworker_async.api.sets import parse_entry
 from cogworker_async.keys import Keys
 
@@ -90,14 +94,7 @@ def _process(identity: str, presence: object, beat: object) -> ProcessInfo:
 
 async def processes(redis: Redis, keys: Keys) -> list[ProcessInfo]:
     """Every process listed, live or not, by identity."""
-    try:
-        members = await redis.smembers(keys.processes)
-    except ResponseError as exc:
-        if not _is_wrong_type(exc):
-            raise
-        await _warn_wrong_type(redis, keys.processes, "set", "no process listed")
-        return []
-    identities = sorted(_loose_text(m) for m in members)
+    identities = await _set_members(redis, keys.processes, "no process listed")
     if not identities:
         return []
     async with redis.pipeline(transaction=False) as pipe:

@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 import anyio
+import orjson
 
 from cogworker_async import payload
 from cogworker_async.context import JobContext, set_current
@@ -66,6 +67,19 @@ class Processors:
         self._no_suspect_running.set()
         self._quiet = asyncio.Event()
         self._quiet.set()
+
+    def snapshot(self) -> dict[str, str]:
+        """What each slot runs now, for the heartbeat's workers hash (read from its thread)."""
+        return {
+            str(slot): orjson.dumps(
+                {
+                    "queue": (running.job or {}).get("queue"),
+                    "payload": running.raw.decode("utf-8", "replace"),
+                    "run_at": running.started,
+                }
+            ).decode()
+            for slot, running in list(self.running.items())
+        }
 
     async def run(self, slot: int) -> None:
         """Run jobs until the fetcher is closed."""

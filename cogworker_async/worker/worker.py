@@ -21,7 +21,6 @@ from types import TracebackType
 from typing import Any
 
 import anyio
-import orjson
 from anyio.abc import TaskGroup, TaskStatus
 
 from cogworker_async.jobs import JobRegistry, JobSpec
@@ -157,7 +156,7 @@ class Worker:
                 identity=self.identity,
                 queues=[s.name for s in settings.queue_specs],
                 reliable=lambda: self._reliable,
-                busy=self._busy_snapshot,
+                busy=self.processors.snapshot,
                 logger=self.log,
                 on_signal=self._signal_from_thread(),
             )
@@ -277,21 +276,6 @@ class Worker:
         if self.heartbeat is not None:
             self.heartbeat.quiet = True
         self.log.warning("worker %s is quiet: no more fetching", self.identity)
-
-    def _busy_snapshot(self) -> dict[str, Any]:
-        processors = self.processors
-        if processors is None:
-            return {}
-        snapshot: dict[str, Any] = {}
-        for slot, running in list(processors.running.items()):
-            snapshot[str(slot)] = orjson.dumps(
-                {
-                    "queue": (running.job or {}).get("queue"),
-                    "payload": running.raw.decode("utf-8", "replace"),
-                    "run_at": running.started,
-                }
-            ).decode()
-        return snapshot
 
     async def _watch_for_stop(self, procs: TaskGroup) -> None:
         await self._stopping.wait()
