@@ -1,10 +1,10 @@
 -- ack: acknowledges finished jobs (removes them from the in-progress list,
--- clears their orphan counters, counts them as processed) in one step.
+-- clears the orphan counters of suspects, counts them as processed) in one step.
 --
 -- KEYS[1] = the process's in-progress list
 -- KEYS[2] = stats:processed, KEYS[3] = stats:processed:<today>
 -- ARGV[1] = orphan-counter key prefix, ARGV[2] = per-day stat TTL (s)
--- ARGV[3] = number of acks n; ARGV[4..3+2n] = (job as fetched, jid) pairs
+-- ARGV[3] = number of acks n; ARGV[4..3+n] = the finished jobs, as fetched
 -- Returns the 1-based positions of acks whose job was already gone.
 -- (The variable list stays positional: the raw jobs must pass untouched.)
 --- @include ack_jobs

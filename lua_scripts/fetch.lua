@@ -9,12 +9,12 @@
 -- KEYS[2] = the paused-queues set
 -- KEYS[3] = stats:processed, KEYS[4] = stats:processed:<today>
 -- KEYS[5..] = queue keys, in the order to try (shuffled by weight by the caller)
--- ARGV[1] = "reliable" (LMOVE into in-progress) or "basic" (RPOP: at most once)
+-- ARGV[1] = "reliable" (moved into in-progress) or "basic" (popped: at most once)
 -- ARGV[2] = n, the most jobs to take
 -- ARGV[3] = orphan-counter key prefix, ARGV[4] = wake-up marker key prefix
 -- ARGV[5] = per-day stat TTL (s)
--- ARGV[6] = number of acks a; ARGV[7..6+2a] = (job as fetched, jid) pairs
--- ARGV[7+2a..] = the queue names matching KEYS[5..]
+-- ARGV[6] = number of acks a; ARGV[7..6+a] = the finished jobs, as fetched
+-- ARGV[7+a..] = the queue names matching KEYS[5..]
 -- Returns {jobs taken (raw, in the order taken), positions of acks whose job
 -- was already gone, names of queues skipped because their key has the wrong type}.
 -- Atomic: a job is on its queue or on the in-progress list, never neither.
@@ -26,7 +26,7 @@ count_processed(KEYS[3], KEYS[4], acked - #missing, tonumber(ARGV[5]))
 
 local reliable = ARGV[1] == "reliable"
 local wanted = tonumber(ARGV[2])
-local names_at = 7 + 2 * acked
+local names_at = 7 + acked
 local taken, broken = {}, {}
 -- A suspect (a job recovered from a dead process, marked by requeue.lua) is
 -- always alone in its batch: the worker runs it with nothing else held, so
@@ -39,41 +39,43 @@ for i = 5, #KEYS do
   end
   local name = ARGV[names_at + i - 5]
   if redis.call("SISMEMBER", KEYS[2], name) == 0 then
-    while #taken < wanted do
-      -- pcall: a queue key of the wrong type is skipped and reported, never
-      -- allowed to abort the call after other queues' jobs were moved.
-      local ok, job
-      if reliable then
-        ok, job = pcall(redis.call, "LMOVE", KEYS[i], KEYS[1], "RIGHT", "LEFT")
-      else
-        ok, job = pcall(redis.call, "RPOP", KEYS[i])
-      end
-      if not ok then
-        broken[#broken + 1] = name
-        break
-      end
-      if not job then
-        break
-      end
-      if string.sub(job, 1, 11) == suspect_prefix then
-        if #taken > 0 then
-          -- Back where it was (reliable mode only has it on our list).
-          if reliable then
-            redis.call("LMOVE", KEYS[1], KEYS[i], "LEFT", "RIGHT")
-          else
-            redis.call("RPUSH", KEYS[i], job)
+    -- A batch from the tail (where jobs are taken from) in three commands,
+    -- not one LMOVE per job: the per-command cost inside a script is most of
+    -- what a fetch costs Redis. pcall: a queue key of the wrong type is
+    -- skipped and reported, never allowed to abort the call after other
+    -- queues' jobs were moved.
+    local ok, batch = pcall(redis.call, "LRANGE", KEYS[i], -(wanted - #taken), -1)
+    if not ok then
+      broken[#broken + 1] = name
+    else
+      local first = #taken + 1
+      for j = #batch, 1, -1 do
+        local job = batch[j]
+        if string.sub(job, 1, 11) == suspect_prefix then
+          -- Taken only as the first job of the whole call; else left for the next.
+          if #taken == 0 then
+            taken[1] = job
           end
-        else
-          taken[1] = job
+          alone = true
+          break
         end
-        alone = true
-        break
+        taken[#taken + 1] = job
       end
-      taken[#taken + 1] = job
-    end
-    -- Filled up with work still waiting: wake another idle process for it.
-    if (#taken >= wanted or alone) and redis.call("LLEN", KEYS[i]) > 0 then
-      redis.pcall("ZADD", ARGV[4] .. name, 0, "1")
+      local moved = #taken - first + 1
+      if moved > 0 then
+        -- Written before removed: a script stopped between the two keeps the
+        -- jobs on both lists (a stray, requeued later), never on neither.
+        -- LPUSH of the jobs in the order taken leaves the list as that many
+        -- LMOVE RIGHT LEFT would: the newest fetch at the head.
+        if reliable then
+          redis.call("LPUSH", KEYS[1], unpack(taken, first, #taken))
+        end
+        redis.call("LTRIM", KEYS[i], 0, -(moved + 1))
+      end
+      -- Filled up with work still waiting: wake another idle process for it.
+      if (#taken >= wanted or alone) and redis.call("LLEN", KEYS[i]) > 0 then
+        redis.pcall("ZADD", ARGV[4] .. name, 0, "1")
+      end
     end
   end
 end

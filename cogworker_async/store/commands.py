@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 from redis.asyncio import Redis
@@ -22,9 +22,12 @@ def today(now: float | None = None) -> str:
     return time.strftime("%Y-%m-%d", time.gmtime(time.time() if now is None else now))
 
 
-@dataclass(frozen=True, slots=True)
-class Ack:
-    """A finished job to acknowledge: the raw bytes as fetched and its jid ("" if unknown)."""
+class Ack(NamedTuple):
+    """A finished job to acknowledge: the raw bytes as fetched and its jid ("" if unknown).
+
+    Only the raw bytes go to Redis (they are how the job is found on the
+    in-progress list); the jid names the job in the worker's own logs.
+    """
 
     raw: bytes
     jid: str
@@ -32,9 +35,7 @@ class Ack:
 
 def _ack_args(acks: Sequence[Ack]) -> list[EncodableArg]:
     args: list[EncodableArg] = [len(acks)]
-    for ack in acks:
-        args.append(ack.raw)
-        args.append(ack.jid)
+    args.extend(ack.raw for ack in acks)
     return args
 
 

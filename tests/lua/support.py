@@ -26,6 +26,11 @@ def make_job(queue: str = "default", jid: str | None = None, **extra: Any) -> by
     return orjson.dumps(body)
 
 
+def make_suspect(queue: str = "default", **extra: Any) -> bytes:
+    """A job as requeue.lua puts back a dead process's job: marked as a suspect."""
+    return b'{"suspect":1,' + make_job(queue, **extra)[1:]
+
+
 def jid_of(raw: bytes) -> str:
     jid = orjson.loads(raw)["jid"]
     assert isinstance(jid, str)

@@ -10,7 +10,7 @@ from cogworker_async.keys import Keys
 from cogworker_async.store import commands
 from cogworker_async.store.commands import DAY_STAT_TTL, Ack, fetch, today
 from cogworker_async.store.scripts import script
-from tests.lua.support import drain, enqueue, jid_of, make_job
+from tests.lua.support import drain, enqueue, jid_of, make_job, make_suspect
 
 pytestmark = pytest.mark.anyio
 
@@ -181,20 +181,62 @@ async def _stats(redis: Redis, keys: Keys) -> tuple[int, int]:
     return int(total or 0), int(day or 0)
 
 
-async def test_fetch_acks_remove_clear_counters_and_count(redis: Redis, keys: Keys) -> None:
-    a, b, c = await _fetched(redis, keys, 3)
-    for raw in (a, b):
-        await redis.set(keys.orphanings(jid_of(raw)), 2)
+async def _on_list(redis: Redis, keys: Keys, *oldest_first: bytes) -> None:
+    """Put jobs on the in-progress list as fetches would: the oldest at the tail."""
+    await redis.lpush(keys.in_progress(ME), *oldest_first)
+
+
+async def test_fetch_acks_remove_clear_suspect_counters_and_count(redis: Redis, keys: Keys) -> None:
+    suspect, plain, c = make_suspect("q"), make_job("q"), make_job("q")
+    await _on_list(redis, keys, suspect, plain, c)
+    # Only requeue.lua makes orphan counters, and only for the jobs it marks
+    # as suspects: a plain job's ack does not look for one.
+    await redis.set(keys.orphanings(jid_of(suspect)), 2)
+    await redis.set(keys.orphanings(jid_of(plain)), 2)
     await redis.set(keys.stats_processed, 10)
-    acks = [Ack(a, jid_of(a)), Ack(b, jid_of(b))]
+    acks = [Ack(suspect, jid_of(suspect)), Ack(plain, jid_of(plain))]
     result = await fetch_some(redis, keys, ["q"], want=0, acks=acks)
     assert result.jobs == []
     assert result.missing_acks == []
     assert await redis.lrange(keys.in_progress(ME), 0, -1) == [c]
-    assert await redis.exists(keys.orphanings(jid_of(a)), keys.orphanings(jid_of(b))) == 0
+    assert await redis.exists(keys.orphanings(jid_of(suspect))) == 0
+    assert await redis.get(keys.orphanings(jid_of(plain))) == b"2"
     assert await _stats(redis, keys) == (12, 2)
     ttl = await redis.ttl(keys.stats_processed_on(today()))
     assert DAY_STAT_TTL - 60 < ttl <= DAY_STAT_TTL
+
+
+@pytest.mark.parametrize(
+    ("acked", "left"),
+    [
+        # (indexes of the jobs a, b, c, d acked, in this order; what stays, head first)
+        ((0, 1), (3, 2)),  # the two oldest, in fetch order: trimmed off the tail
+        ((1, 0), (3, 2)),  # same jobs, finished in the other order
+        ((0, 2), (3, 1)),  # one at the tail, one further in
+        ((2,), (3, 1, 0)),  # none at the tail
+        ((3, 2, 1, 0), ()),  # all of them: the list goes
+    ],
+)
+async def test_acks_remove_exactly_their_jobs_wherever_they_sit(
+    redis: Redis, keys: Keys, acked: tuple[int, ...], left: tuple[int, ...]
+) -> None:
+    jobs = [make_job("q") for _ in range(4)]
+    await _on_list(redis, keys, *jobs)  # a (oldest) at the tail, d at the head
+    missing = await commands.ack(
+        redis, keys, identity=ME, acks=[Ack(jobs[i], jid_of(jobs[i])) for i in acked]
+    )
+    assert missing == []
+    assert await redis.lrange(keys.in_progress(ME), 0, -1) == [jobs[i] for i in left]
+    assert await _stats(redis, keys) == (len(acked), len(acked))
+
+
+async def test_duplicate_payloads_at_the_tail_lose_one_copy_per_ack(
+    redis: Redis, keys: Keys
+) -> None:
+    raw, other = make_job("q"), make_job("q")
+    await _on_list(redis, keys, raw, raw, other, raw)
+    assert await commands.ack(redis, keys, identity=ME, acks=[Ack(raw, ""), Ack(raw, "")]) == []
+    assert await redis.lrange(keys.in_progress(ME), 0, -1) == [raw, other]
 
 
 async def test_fetch_acks_and_takes_in_one_call(redis: Redis, keys: Keys) -> None:
@@ -210,7 +252,7 @@ async def test_fetch_acks_and_takes_in_one_call(redis: Redis, keys: Keys) -> Non
 
 async def test_fetch_reports_missing_acks(redis: Redis, keys: Keys) -> None:
     a, b = await _fetched(redis, keys, 2)
-    gone = make_job("q")
+    gone = make_suspect("q")
     await redis.set(keys.orphanings(jid_of(gone)), 1)
     acks = [Ack(a, jid_of(a)), Ack(gone, jid_of(gone)), Ack(b, jid_of(b))]
     result = await fetch_some(redis, keys, ["q"], want=1, acks=acks)
@@ -220,13 +262,13 @@ async def test_fetch_reports_missing_acks(redis: Redis, keys: Keys) -> None:
     assert await redis.exists(keys.orphanings(jid_of(gone))) == 0
 
 
-async def test_ack_without_jid_leaves_counters(redis: Redis, keys: Keys) -> None:
-    (a,) = await _fetched(redis, keys, 1)
-    await redis.set(keys.orphanings(jid_of(a)), 1)
-    missing = await commands.ack(redis, keys, identity=ME, acks=[Ack(a, "")])
-    assert missing == []
+async def test_unreadable_suspect_is_acked_and_counters_left(redis: Redis, keys: Keys) -> None:
+    # No jid to be read: nothing to clear (requeue.lua could not count it either).
+    broken = b'{"suspect":1,"jid": not json'
+    await _on_list(redis, keys, broken)
+    assert await commands.ack(redis, keys, identity=ME, acks=[Ack(broken, "")]) == []
     assert await redis.exists(keys.in_progress(ME)) == 0
-    assert await redis.get(keys.orphanings(jid_of(a))) == b"1"
+    assert await _stats(redis, keys) == (1, 1)
 
 
 async def test_fetch_without_acks_counts_nothing(redis: Redis, keys: Keys) -> None:
@@ -235,8 +277,9 @@ async def test_fetch_without_acks_counts_nothing(redis: Redis, keys: Keys) -> No
 
 
 async def test_ack_script_semantics(redis: Redis, keys: Keys) -> None:
-    a, b, c = await _fetched(redis, keys, 3)
-    gone = make_job("q")
+    a, b, c = make_suspect("q"), make_job("q"), make_suspect("q")
+    await _on_list(redis, keys, a, b, c)
+    gone = make_suspect("q")
     for raw in (a, c, gone):
         await redis.set(keys.orphanings(jid_of(raw)), 3)
     acks = [Ack(gone, jid_of(gone)), Ack(a, jid_of(a)), Ack(c, jid_of(c))]
@@ -276,7 +319,7 @@ async def test_ack_script_raw_bytes_untouched(redis: Redis, keys: Keys) -> None:
             keys.stats_processed,
             keys.stats_processed_on(today()),
         ],
-        [keys.orphanings_prefix, DAY_STAT_TTL, 1, raw, "abc"],
+        [keys.orphanings_prefix, DAY_STAT_TTL, 1, raw],
     )
     assert missing == []
     assert await redis.exists(keys.in_progress(ME)) == 0
