@@ -18,17 +18,32 @@ class JobContext:
     enqueued_at: float | None
     payload: dict[str, Any]
 
+    @classmethod
+    def of(cls, job: dict[str, Any]) -> JobContext:
+        """The context of a decoded payload."""
+        return cls(
+            job["jid"],
+            job["class"],
+            job["queue"],
+            int(job.get("retry_count") or 0),
+            job.get("enqueued_at"),
+            job,
+        )
 
-_current: ContextVar[JobContext | None] = ContextVar("cogworker_current_job", default=None)
+
+# The processor stores only the decoded payload (one ContextVar.set per job);
+# the JobContext is built when a handler asks, so jobs that never ask pay nothing.
+_current: ContextVar[dict[str, Any] | None] = ContextVar("cogworker_current_job", default=None)
 
 
 def current_job() -> JobContext:
     """The job this handler runs for; ``RuntimeError`` outside a handler."""
-    context = _current.get()
-    if context is None:
+    job = _current.get()
+    if job is None:
         raise RuntimeError("current_job() called outside a running job")
-    return context
+    return JobContext.of(job)
 
 
-def set_current(context: JobContext | None) -> None:
-    _current.set(context)
+def set_current(job: dict[str, Any] | None) -> None:
+    """Make ``job`` (a decoded payload) what ``current_job()`` answers in this task."""
+    _current.set(job)

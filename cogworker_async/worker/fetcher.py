@@ -85,6 +85,8 @@ class Fetcher:
         self._prefetch = prefetch
         self._ready: deque[bytes] = deque()
         self._waiters: deque[asyncio.Future[bytes | None]] = deque()
+        self._wake_pending = False
+        self._burst = 1
         self._acks: list[Ack] = []
         self._resent: set[bytes] = set()
         # Acks sent in calls not yet answered (a call's id → its acks), and
@@ -156,12 +158,34 @@ class Fetcher:
         self._starving.set()
 
     def _deliver(self, job: bytes) -> None:
-        while self._waiters:
+        """Make a fetched job available; waiting processors are woken on the next loop turn."""
+        self._ready.append(job)
+        if self._waiters and not self._wake_pending:
+            self._wake_pending = True
+            asyncio.get_running_loop().call_soon(self._wake)
+
+    def _wake(self) -> None:
+        """Hand jobs that are still waiting to ``_burst`` waiting processors.
+
+        Not one wake-up per job: a processor whose job returns without
+        awaiting anything takes the next from ``_ready`` itself, so a batch of
+        quick jobs can cost one task switch in all. Whatever is still waiting
+        on the next turn belongs to processors that did await: twice as many
+        are woken each turn until every waiting job has a processor.
+        """
+        self._wake_pending = False
+        woken = 0
+        while self._ready and self._waiters and woken < self._burst:
             waiter = self._waiters.popleft()
             if not waiter.done():
-                waiter.set_result(job)
-                return
-        self._ready.append(job)
+                waiter.set_result(self._ready.popleft())
+                woken += 1
+        if self._ready and self._waiters:
+            self._burst *= 2
+            self._wake_pending = True
+            asyncio.get_running_loop().call_soon(self._wake)
+        else:
+            self._burst = 1
 
     def isolate(self, on: bool) -> None:
         """Stop (or resume) fetching while a suspect waits for, or has, the process alone."""

@@ -16,7 +16,7 @@ import anyio
 import orjson
 
 from cogworker_async import payload
-from cogworker_async.context import JobContext, set_current
+from cogworker_async.context import set_current
 from cogworker_async.errors import JobTimeout, UnknownJob
 from cogworker_async.jobs import JobFunction, JobRegistry
 from cogworker_async.middleware import Next, ServerMiddleware, wrap_server_chain
@@ -130,7 +130,20 @@ class Processors:
         started = time.time()
         self.running[slot] = RunningJob(raw, job, started)
         try:
-            await self._run(job)
+            function = self._registry.get(job["class"])
+            set_current(job)
+            if self._debug:
+                self._log.debug("jid=%s %s start queue=%s", job["jid"], job["class"], job["queue"])
+            if (
+                function is not None
+                and function.is_async
+                and not self._middleware
+                and not (job.get("timeout") or function.defaults.timeout or self._default_timeout)
+            ):
+                # The common case, without one coroutine or partial more than it needs.
+                await function.fn(*(job.get("args") or ()), **(job.get("kwargs") or {}))
+            else:
+                await self._run(job, function)
         except Exception as exc:  # noqa: BLE001 - the job's own failure, whatever it is
             self._log.warning(
                 "jid=%s %s failed queue=%s after %.3f s: %s: %s",
@@ -159,20 +172,8 @@ class Processors:
             if not self.running:
                 self._quiet.set()
 
-    async def _run(self, job: dict[str, Any]) -> None:
-        function = self._registry.get(job["class"])
-        set_current(
-            JobContext(
-                job["jid"],
-                job["class"],
-                job["queue"],
-                int(job.get("retry_count") or 0),
-                job.get("enqueued_at"),
-                job,
-            )
-        )
-        if self._debug:
-            self._log.debug("jid=%s %s start queue=%s", job["jid"], job["class"], job["queue"])
+    async def _run(self, job: dict[str, Any], function: JobFunction[Any, Any] | None) -> None:
+        """The job through the middleware chain, with its timeout."""
         if function is None:
             # Through the chain like any failure, so middleware (metrics,
             # tracing, status) sees unknown names too.
