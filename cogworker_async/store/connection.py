@@ -2,13 +2,48 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from hiredis import pack_command as hiredis_pack
 from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from cogworker_async.settings import Settings
 
 DEFAULT_POOL_SIZE = 64
+
+
+class HiredisPacking(AbstractConnection):
+    """Commands packed by hiredis (C), not redis-py's asyncio packer (Python).
+
+    redis-py's asyncio connection packs every argument in Python; a fetch
+    call carries one argument per acknowledged job, and packing them was a
+    sixth of a worker's CPU. hiredis packs the same bytes about six times
+    faster. What it refuses (say, ``None`` or a bool) goes to redis-py's
+    packer, which raises its usual ``DataError``.
+    """
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        first = args[0]
+        # As redis-py does: "CONFIG GET" is sent as two arguments.
+        if (isinstance(first, str) and " " in first) or (
+            isinstance(first, bytes) and b" " in first
+        ):
+            args = (*first.split(), *args[1:])
+        try:
+            return [hiredis_pack(args)]
+        except TypeError:
+            return super().pack_command(*args)
+
+
+def _with_hiredis_packing(pool: BlockingConnectionPool) -> None:
+    base = pool.connection_class
+    if issubclass(base, HiredisPacking):
+        return
+    # Whatever class the URL chose (TCP, TLS, unix socket), with the packer on top.
+    pool.connection_class = type(f"Hiredis{base.__name__}", (HiredisPacking, base), {})
 
 
 def connect(settings: Settings, *, max_connections: int | None = None) -> Redis:
@@ -27,6 +62,7 @@ def connect(settings: Settings, *, max_connections: int | None = None) -> Redis:
         # would run twice. Every caller decides itself what a failure means.
         retry=Retry(NoBackoff(), 0),
     )
+    _with_hiredis_packing(pool)
     return Redis.from_pool(pool)  # the client owns the pool and closes it
 
 
