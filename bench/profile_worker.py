@@ -152,8 +152,16 @@ def analyse(raw: str, main_tid: int, rate: float, jobs_done: int) -> dict[str, A
     }
 
 
-async def run(url: str, *, total: int, rate: float, out: Path, pyspy: str) -> dict[str, Any]:
+# What each --job profiles: the job function and the concurrency it runs at
+# (the throughput benchmark's no-op and I/O-bound workloads).
+WORKLOADS = {"noop": (jobs.noop, 50), "sleep": (jobs.sleep, 100)}
+
+
+async def run(
+    url: str, *, total: int, rate: float, out: Path, pyspy: str, workload: str = "noop"
+) -> dict[str, Any]:
     """Profile one drain; returns py-spy's raw text and the window's pid, wall and CPU."""
+    function, concurrency = WORKLOADS[workload]
     namespace = common.new_namespace("prof")
     staging = f"{namespace}-staging"
     redis = Redis.from_url(url)
@@ -162,8 +170,10 @@ async def run(url: str, *, total: int, rate: float, out: Path, pyspy: str) -> di
         async with Client(Settings(redis_url=url, namespace=staging)) as client:
             for start in range(0, total, 100_000):
                 ids = range(start, min(start + 100_000, total))
-                await client.enqueue_many(jobs.noop, [(i,) for i in ids])
-        proc = await common.start_cli_worker(redis_url=url, namespace=namespace)
+                await client.enqueue_many(function, [(i,) for i in ids])
+        proc = await common.start_cli_worker(
+            redis_url=url, namespace=namespace, concurrency=concurrency
+        )
         await common.wait_registered(redis, namespace, 1, proc)
         spy = await asyncio.create_subprocess_exec(
             pyspy, "record", "--pid", str(proc.pid), "--rate", f"{rate:g}", "--format", "raw",
@@ -195,7 +205,15 @@ async def run(url: str, *, total: int, rate: float, out: Path, pyspy: str) -> di
         await redis.aclose()
         await common.cleanup(url, namespace)
         await common.cleanup(url, staging)
-    return {"raw": raw_text(out), "pid": pid, "wall": wall, "cpu": cpu, "err": err}
+    return {
+        "raw": raw_text(out),
+        "pid": pid,
+        "wall": wall,
+        "cpu": cpu,
+        "err": err,
+        "workload": workload,
+        "concurrency": concurrency,
+    }
 
 
 def raw_text(out: Path) -> str:
@@ -208,6 +226,8 @@ def summarize(measured: dict[str, Any], *, total: int, rate: float, out: Path) -
     wall, cpu, err = measured["wall"], measured["cpu"], measured["err"]
     result = analyse(measured["raw"], measured["pid"], rate, total)
     result.update(
+        workload=measured["workload"],
+        concurrency=measured["concurrency"],
         jobs=total,
         rate_hz=rate,
         wall_s=wall,
@@ -223,7 +243,8 @@ def summarize(measured: dict[str, Any], *, total: int, rate: float, out: Path) -
 
 def markdown(result: dict[str, Any]) -> str:
     out = [
-        f"profile: {result['jobs']:,} no-op jobs, one worker (c=50), py-spy at "
+        f"profile: {result['jobs']:,} {result['workload']} jobs, one worker "
+        f"(c={result['concurrency']}), py-spy at "
         f"{result['rate_hz']:g} Hz (non-blocking): {result['wall_s']:.2f} s wall "
         f"({result['jobs_per_s']:,.0f} jobs/s); worker CPU {result['worker_cpu_s']:.2f} s "
         f"({result['worker_cpu_us_per_job']:.1f} µs/job, {result['worker_cpu_cores']:.2f} cores "
@@ -250,14 +271,20 @@ def markdown(result: dict[str, Any]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description="py-spy profile of the worker, no-op jobs")
+    parser = argparse.ArgumentParser(description="py-spy profile of the worker")
     parser.add_argument("--jobs", type=int, default=300_000)
+    parser.add_argument(
+        "--job",
+        choices=sorted(WORKLOADS),
+        default="noop",
+        help="no-op jobs at c=50, or 10 ms asyncio.sleep jobs at c=100",
+    )
     parser.add_argument("--rate", type=float, default=500.0, help="py-spy samples per second")
     parser.add_argument(
         "--out",
         type=Path,
-        default=common.BENCH_DIR / "results" / "profile-noop.txt",
-        help="where py-spy's collapsed stacks go",
+        default=None,
+        help="where py-spy's collapsed stacks go (default results/profile-<job>.txt)",
     )
     common.add_common_args(parser, repeat=False, uvloop=False)
     args = parser.parse_args()
@@ -265,10 +292,12 @@ def main() -> None:
     if pyspy is None:
         common.note("py-spy is not installed (pip install py-spy)")
         sys.exit(2)
+    if args.out is None:
+        args.out = common.BENCH_DIR / "results" / f"profile-{args.job}.txt"
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with common.redis_server(args.redis_url) as url:
         measured = common.run_async(
-            run(url, total=args.jobs, rate=args.rate, out=args.out, pyspy=pyspy)
+            run(url, total=args.jobs, rate=args.rate, out=args.out, pyspy=pyspy, workload=args.job)
         )
     result = summarize(measured, total=args.jobs, rate=args.rate, out=args.out)
     machine = common.machine()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,7 +20,13 @@ ORPHANINGS_TTL = 7 * 24 * 3600
 
 def today(now: float | None = None) -> str:
     """The UTC day a per-day stat is counted under."""
-    return time.strftime("%Y-%m-%d", time.gmtime(time.time() if now is None else now))
+    return _day_name(int((time.time() if now is None else now) // 86_400))
+
+
+@functools.lru_cache(maxsize=4)
+def _day_name(day: int) -> str:
+    # Every fetch names today's counter: formatted once a day, not once a call.
+    return time.strftime("%Y-%m-%d", time.gmtime(day * 86_400))
 
 
 class Ack(NamedTuple):

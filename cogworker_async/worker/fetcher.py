@@ -36,6 +36,10 @@ from cogworker_async.timing import idle_backoff
 
 MAX_BATCH = 100
 MAX_IN_FLIGHT = 2
+# How long acks and prefetch may wait for company when no processor is short
+# of a job: a few more per call, far fewer calls when jobs finish one by one.
+GATHER_FOR = 0.001
+MAX_BURST = 4096
 
 
 def _as_bytes(value: bytes | str) -> bytes:
@@ -94,6 +98,9 @@ class Fetcher:
         self._in_flight: dict[object, list[Ack]] = {}
         self._requested = 0
         self._kick = asyncio.Event()
+        # Set when a processor has to wait for a job: ends any gathering.
+        self._short = asyncio.Event()
+        self._gathering = False
         self._starving = asyncio.Event()
         self._closed = False
         # While a suspect (a job recovered from a dead process) waits to run
@@ -114,6 +121,7 @@ class Fetcher:
         future: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
         self._waiters.append(future)
         self._kick.set()
+        self._short.set()
         try:
             return await future
         except asyncio.CancelledError:
@@ -165,15 +173,21 @@ class Fetcher:
             asyncio.get_running_loop().call_soon(self._wake)
 
     def _wake(self) -> None:
-        """Hand jobs that are still waiting to ``_burst`` waiting processors.
+        """Hand waiting jobs to up to ``_burst`` waiting processors.
 
         Not one wake-up per job: a processor whose job returns without
-        awaiting anything takes the next from ``_ready`` itself, so a batch of
-        quick jobs can cost one task switch in all. Whatever is still waiting
-        on the next turn belongs to processors that did await: twice as many
-        are woken each turn until every waiting job has a processor.
+        awaiting anything takes the next one from ``_ready`` itself, so a batch
+        of quick jobs can cost one task switch in all. ``_burst`` learns which
+        kind of jobs these are: when jobs left waiting at the last turn were
+        taken by processors already running, fewer are woken next time (down
+        to one); when they were still waiting, twice as many, at once and
+        from then on (jobs that await need a processor each).
         """
         self._wake_pending = False
+        if not self._ready:
+            if self._waiters:
+                self._burst = max(1, self._burst // 2)
+            return
         woken = 0
         while self._ready and self._waiters and woken < self._burst:
             waiter = self._waiters.popleft()
@@ -181,11 +195,9 @@ class Fetcher:
                 waiter.set_result(self._ready.popleft())
                 woken += 1
         if self._ready and self._waiters:
-            self._burst *= 2
+            self._burst = min(self._burst * 2, MAX_BURST)
             self._wake_pending = True
             asyncio.get_running_loop().call_soon(self._wake)
-        else:
-            self._burst = 1
 
     def isolate(self, on: bool) -> None:
         """Stop (or resume) fetching while a suspect waits for, or has, the process alone."""
@@ -207,25 +219,61 @@ class Fetcher:
     async def batch_loop(self) -> None:
         """Send acks and demand as one call whenever either is waiting.
 
-        Up to ``MAX_IN_FLIGHT`` calls overlap: while one waits on Redis, what
-        piled up meanwhile goes in the next, so a process isn't capped at one
-        round trip's worth of jobs at a time.
+        ``MAX_IN_FLIGHT`` lanes, each one call at a time. A starved processor
+        (waiting, with no job ready or asked for on its behalf) gets a call at
+        once, even beside one in flight: it never waits for a round trip it
+        isn't in. Acks and prefetch are not urgent: they wait for the call in
+        flight to return, or ``GATHER_FOR`` when none is, and meanwhile more
+        pile up for the same call — larger batches, far fewer round trips.
         """
-        slots = anyio.Semaphore(MAX_IN_FLIGHT)
-        async with anyio.create_task_group() as calls:
-            while True:
-                await self._kick.wait()
-                self._kick.clear()
-                await slots.acquire()
-                want = max(0, self._want() - self._requested)
-                if not self._acks and want == 0:
-                    slots.release()
-                    continue
-                acks, self._acks = self._acks, []
-                self._requested += want
-                calls.start_soon(self._call, acks, want, slots)
+        async with anyio.create_task_group() as lanes:
+            for _ in range(MAX_IN_FLIGHT):
+                lanes.start_soon(self._lane)
 
-    async def _call(self, acks: list[Ack], want: int, slots: anyio.Semaphore) -> None:
+    def _starved(self) -> bool:
+        """Short of jobs even once every call in flight returned.
+
+        Short: some processor would have none, or the jobs fetched ahead would
+        be under half of ``prefetch`` — a burst of finishing jobs would empty
+        them before a gathered call could refill them.
+        """
+        if self._closed or self._isolating:
+            return False
+        waiting = sum(1 for w in self._waiters if not w.done())
+        return waiting + self._prefetch // 2 > len(self._ready) + self._requested
+
+    async def _lane(self) -> None:
+        while True:
+            want = max(0, self._want() - self._requested)
+            if self._acks or want:
+                if self._starved():
+                    await self._send(want)
+                    continue
+                if not self._in_flight and not self._gathering:
+                    await self._gather()
+                    await self._send(max(0, self._want() - self._requested))
+                    continue
+            self._kick.clear()
+            await self._kick.wait()
+
+    async def _gather(self) -> None:
+        """Give acks and demand ``GATHER_FOR`` to pile up, unless a processor runs short."""
+        self._gathering = True
+        try:
+            self._short.clear()
+            with anyio.move_on_after(GATHER_FOR):
+                await self._short.wait()
+        finally:
+            self._gathering = False
+
+    async def _send(self, want: int) -> None:
+        if not self._acks and not want:
+            return
+        acks, self._acks = self._acks, []
+        self._requested += want
+        await self._call(acks, want)
+
+    async def _call(self, acks: list[Ack], want: int) -> None:
         call_id = object()
         self._in_flight[call_id] = acks
         sent = time.monotonic()
@@ -252,12 +300,10 @@ class Fetcher:
             else:
                 self._log.exception("fetch failed (a bug: please report it)")
             await anyio.sleep(0.2 + 0.3 * self._rng.random())
-            slots.release()
             self._kick.set()
             return
         del self._in_flight[call_id]
         self._requested -= want
-        slots.release()
         self._outage.succeeded(sent)
         for missing in result.missing_acks:
             if missing.raw in self._resent:
@@ -275,8 +321,6 @@ class Fetcher:
             self._deliver(job)
         if want and len(result.jobs) < want:
             self._starving.set()
-        elif self._want() > self._requested or self._acks:
-            self._kick.set()
 
     # --- the blocking loop ----------------------------------------------------
     async def block_loop(self) -> None:
