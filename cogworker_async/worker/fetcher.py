@@ -40,6 +40,7 @@ MAX_IN_FLIGHT = 2
 # of a job: a few more per call, far fewer calls when jobs finish one by one.
 GATHER_FOR = 0.001
 MAX_BURST = 4096
+BLOCKING_WAIT = object()  # the blocking loop's entry among the calls out
 
 
 def _as_bytes(value: bytes | str) -> bytes:
@@ -89,8 +90,16 @@ class Fetcher:
         self._prefetch = prefetch
         self._ready: deque[bytes] = deque()
         self._waiters: deque[asyncio.Future[bytes | None]] = deque()
+        # Jobs handed to a waiting processor that has not resumed yet (by future).
+        self._handed: dict[int, bytes] = {}
         self._wake_pending = False
         self._burst = 1
+        self._left = 0
+        # Calls out that may bring jobs (fetches asking for some, the blocking
+        # wait) → when each went out: until its reply is in, the jobs it moved
+        # are on the in-progress list and nowhere in memory.
+        self._fetching: dict[object, float] = {}
+        self._last_batch = 0
         self._acks: list[Ack] = []
         self._resent: set[bytes] = set()
         # Acks sent in calls not yet answered (a call's id → its acks), and
@@ -123,14 +132,17 @@ class Fetcher:
         self._kick.set()
         self._short.set()
         try:
-            return await future
+            job = await future
         except asyncio.CancelledError:
+            self._handed.pop(id(future), None)
             if future.done() and not future.cancelled() and future.result() is not None:
                 # Handed a job in the instant we were cancelled: keep it for another.
                 self._ready.appendleft(future.result())  # type: ignore[arg-type]
             else:
                 future.cancel()
             raise
+        self._handed.pop(id(future), None)
+        return job
 
     def ack(self, raw: bytes, jid: str) -> None:
         """Acknowledge a finished job with the next call (batched)."""
@@ -141,8 +153,45 @@ class Fetcher:
 
     @property
     def held(self) -> list[bytes]:
-        """Jobs fetched but not yet handed to a processor."""
-        return list(self._ready)
+        """Jobs fetched and not yet taken by a processor (waiting, or handed over to one
+        that has not resumed yet)."""
+        return [*self._ready, *self._handed.values()]
+
+    async def give_back(self, raw: bytes) -> bool:
+        """Put one job of ours back on its queue (runs next); False if that failed."""
+        try:
+            return await commands.requeue_one(
+                self._redis,
+                self._keys,
+                identity=self._identity,
+                raw=raw,
+                default_queue=self._specs[0].name,
+            )
+        except Exception as exc:  # noqa: BLE001 - the caller keeps the job instead
+            self._log.warning("could not give a job back to its queue (%s): kept", exc)
+            return False
+
+    async def give_back_held(self) -> None:
+        """Put every job fetched ahead back on its queue (one processor, a suspect to run)."""
+        while self._ready:
+            job = self._ready.popleft()
+            if not await self.give_back(job):
+                self._ready.appendleft(job)
+                return
+
+    @property
+    def fetching(self) -> bool:
+        """A call that may bring jobs is out (a fetch asking for some, or a blocking wait)."""
+        return self.fetching_since() is not None
+
+    def fetching_since(self) -> float | None:
+        """When the oldest call still out that may bring jobs went out (monotonic), or None."""
+        return min(self._fetching.values(), default=None)
+
+    @property
+    def acks_out(self) -> bool:
+        """Finished jobs whose ack has not landed yet (they are still on the list)."""
+        return bool(self._acks) or any(self._in_flight.values())
 
     def pending_ack_raws(self) -> list[bytes]:
         """Finished jobs whose ack hasn't landed yet (still on the list, not strays)."""
@@ -165,39 +214,46 @@ class Fetcher:
         self._kick.set()
         self._starving.set()
 
-    def _deliver(self, job: bytes) -> None:
-        """Make a fetched job available; waiting processors are woken on the next loop turn."""
-        self._ready.append(job)
+    def _deliver(self, jobs: Sequence[bytes]) -> None:
+        """Make fetched jobs available, handing the first of them to waiting processors now."""
+        self._ready.extend(jobs)
         if self._waiters and not self._wake_pending:
-            self._wake_pending = True
-            asyncio.get_running_loop().call_soon(self._wake)
+            self._hand_out()
 
-    def _wake(self) -> None:
-        """Hand waiting jobs to up to ``_burst`` waiting processors.
+    def _hand_out(self) -> None:
+        """Hand waiting jobs to up to ``_burst`` waiting processors; look again next turn.
 
         Not one wake-up per job: a processor whose job returns without
         awaiting anything takes the next one from ``_ready`` itself, so a batch
-        of quick jobs can cost one task switch in all. ``_burst`` learns which
-        kind of jobs these are: when jobs left waiting at the last turn were
-        taken by processors already running, fewer are woken next time (down
-        to one); when they were still waiting, twice as many, at once and
-        from then on (jobs that await need a processor each).
+        of quick jobs can cost one task switch in all.
         """
-        self._wake_pending = False
-        if not self._ready:
-            if self._waiters:
-                self._burst = max(1, self._burst // 2)
-            return
         woken = 0
         while self._ready and self._waiters and woken < self._burst:
             waiter = self._waiters.popleft()
             if not waiter.done():
-                waiter.set_result(self._ready.popleft())
+                job = self._ready.popleft()
+                self._handed[id(waiter)] = job
+                waiter.set_result(job)
                 woken += 1
-        if self._ready and self._waiters:
-            self._burst = min(self._burst * 2, MAX_BURST)
-            self._wake_pending = True
-            asyncio.get_running_loop().call_soon(self._wake)
+        self._left = len(self._ready)
+        self._wake_pending = True
+        asyncio.get_running_loop().call_soon(self._look_again)
+
+    def _look_again(self) -> None:
+        """Learn ``_burst`` from what became of the jobs left waiting at the last turn.
+
+        Taken by processors already running: the jobs are quick, wake fewer
+        next time (down to one). Still waiting: they await, and need a
+        processor each: wake twice as many, now and from then on.
+        """
+        self._wake_pending = False
+        if not self._left or not self._waiters:
+            return
+        if not self._ready:
+            self._burst = max(1, self._burst // 2)
+            return
+        self._burst = min(self._burst * 2, MAX_BURST)
+        self._hand_out()
 
     def isolate(self, on: bool) -> None:
         """Stop (or resume) fetching while a suspect waits for, or has, the process alone."""
@@ -205,11 +261,21 @@ class Fetcher:
         if not on and self._isolating == 0:
             self._kick.set()
 
+    def _ahead(self) -> int:
+        """How many jobs to hold beyond the waiting processors.
+
+        ``prefetch``; and while jobs are quick (running processors take the
+        next one themselves, see ``_look_again``) one batch more: the call for the
+        next batch then goes out as soon as one arrives, and is back before
+        that one is done, so the worker never sits out a round trip.
+        """
+        return self._prefetch + (self._last_batch if self._burst == 1 else 0)
+
     def _want(self) -> int:
         if self._closed or self._isolating:
             return 0
         waiting = sum(1 for w in self._waiters if not w.done())
-        return max(0, min(MAX_BATCH, waiting + self._prefetch - len(self._ready)))
+        return max(0, min(MAX_BATCH, waiting + self._ahead() - len(self._ready)))
 
     def _order(self) -> list[str]:
         specs = [s for s in self._specs if s.name not in self._paused]
@@ -233,14 +299,17 @@ class Fetcher:
     def _starved(self) -> bool:
         """Short of jobs even once every call in flight returned.
 
-        Short: some processor would have none, or the jobs fetched ahead would
-        be under half of ``prefetch`` — a burst of finishing jobs would empty
-        them before a gathered call could refill them.
+        Short: some processor would have none, or the jobs held ahead would be
+        under half of ``_ahead()`` — a burst of finishing jobs would empty them
+        before a gathered call could refill them.
         """
-        if self._closed or self._isolating:
+        if self._isolating:
+            # A suspect waits for every ack to land before it runs alone.
+            return bool(self._acks)
+        if self._closed:
             return False
         waiting = sum(1 for w in self._waiters if not w.done())
-        return waiting + self._prefetch // 2 > len(self._ready) + self._requested
+        return waiting + self._ahead() // 2 > len(self._ready) + self._requested
 
     async def _lane(self) -> None:
         while True:
@@ -277,6 +346,8 @@ class Fetcher:
         call_id = object()
         self._in_flight[call_id] = acks
         sent = time.monotonic()
+        if want:
+            self._fetching[call_id] = sent
         try:
             result = await commands.fetch(
                 self._redis,
@@ -289,6 +360,7 @@ class Fetcher:
             )
         except Exception as exc:  # noqa: BLE001 - any failure: keep the acks, retry soon
             del self._in_flight[call_id]
+            self._fetching.pop(call_id, None)
             self._requested -= want
             self._acks[:0] = acks
             # The call may have run before the link dropped: a resent ack
@@ -302,7 +374,6 @@ class Fetcher:
             await anyio.sleep(0.2 + 0.3 * self._rng.random())
             self._kick.set()
             return
-        del self._in_flight[call_id]
         self._requested -= want
         self._outage.succeeded(sent)
         for missing in result.missing_acks:
@@ -317,8 +388,12 @@ class Fetcher:
                 ", ".join(f"{self._keys.queue(q)}" for q in result.broken_queues),
             )
         self._broken = set(result.broken_queues)
-        for job in result.jobs:
-            self._deliver(job)
+        self._deliver(result.jobs)
+        # Out of both only now: the jobs it moved are in memory (held) at last.
+        del self._in_flight[call_id]
+        self._fetching.pop(call_id, None)
+        if result.jobs:
+            self._last_batch = len(result.jobs)
         if want and len(result.jobs) < want:
             self._starving.set()
 
@@ -330,6 +405,12 @@ class Fetcher:
             await self._starving.wait()
             if self._closed:
                 return
+            if self._isolating:
+                # Nothing new while a suspect waits to run alone (isolate()
+                # kicks the lanes when it is done, and they look again).
+                self._starving.clear()
+                continue
+            self._fetching[BLOCKING_WAIT] = time.monotonic()
             try:
                 got = await self._block_once(streak)
             except Exception as exc:  # noqa: BLE001 - the loop must outlive any one failure
@@ -339,6 +420,8 @@ class Fetcher:
                     self._log.exception("blocking fetch failed (a bug: please report it)")
                 await anyio.sleep(0.2 + 0.3 * self._rng.random())
                 continue
+            finally:
+                del self._fetching[BLOCKING_WAIT]
             streak = 0 if got else streak + 1
             if self._want() == 0 or got:
                 self._starving.clear()
@@ -358,7 +441,7 @@ class Fetcher:
             )
             if reply is None:
                 return False
-            self._deliver(_as_bytes(reply[1]))
+            self._deliver([_as_bytes(reply[1])])
             return True
         if len(names) == 1:
             job = await self._blocking.blmove(
@@ -370,7 +453,7 @@ class Fetcher:
             )
             if job is None:
                 return False
-            self._deliver(_as_bytes(job))
+            self._deliver([_as_bytes(job)])
             return True
         timeout = idle_backoff(streak, self._idle_max, self._rng)
         marker = await self._blocking.bzpopmin([self._keys.wakeup(n) for n in names], timeout)

@@ -60,9 +60,12 @@ class Processors:
         self._log = logger
         self._debug = logger.isEnabledFor(logging.DEBUG)
         self.running: dict[int, RunningJob] = {}
+        # Every job a processor has taken and not yet settled, running or not.
+        self.claimed: dict[int, bytes] = {}
         self.thread_limiter = anyio.CapacityLimiter(concurrency)
         self._concurrency = concurrency
         self._suspect_lock = asyncio.Lock()
+        self._suspects = 0  # suspects taken by a processor and not yet settled
         self._no_suspect_running = asyncio.Event()
         self._no_suspect_running.set()
         self._quiet = asyncio.Event()
@@ -84,31 +87,52 @@ class Processors:
     async def run(self, slot: int) -> None:
         """Run jobs until the fetcher is closed."""
         fetcher = self._fetcher
+        claimed = self.claimed
         while True:
             raw = await fetcher.get()
             if raw is None:
                 return
-            if raw.startswith(SUSPECT_PREFIX):
-                await self._process_alone(slot, raw)
-                continue
-            if not self._no_suspect_running.is_set():
-                await self._no_suspect_running.wait()
-            await self.process(slot, raw)
+            # Ours from here on, even while it waits for a suspect to finish:
+            # never judged a stray (see Reconciler).
+            claimed[slot] = raw
+            try:
+                if raw.startswith(SUSPECT_PREFIX):
+                    await self._process_alone(slot, raw)
+                    continue
+                if not self._no_suspect_running.is_set():
+                    await self._no_suspect_running.wait()
+                await self.process(slot, raw)
+            finally:
+                del claimed[slot]
 
     async def _process_alone(self, slot: int, raw: bytes) -> None:
-        """Run a job recovered from a dead process with nothing else running here.
+        """Run a job recovered from a dead process with nothing else of ours on the list.
 
         If it is what killed that process, it kills only itself this time, and
         only its own orphan count grows: innocent neighbours are never buried
-        as ``ProcessDied`` for sharing a process with it.
+        as ``ProcessDied`` for sharing a process with it. That includes other
+        suspects: one that arrives while another is ours goes back to its
+        queue (it runs next, here or elsewhere) rather than wait on our list.
         """
+        if self._suspects and await self._fetcher.give_back(raw):
+            return
+        self._suspects += 1
         self._fetcher.isolate(True)
         try:
             async with self._suspect_lock:
-                # Nothing else running, and (when another processor can take
-                # them) nothing fetched waiting to run: all would be orphaned
-                # with it if it crashed us.
-                while self.running or (self._concurrency > 1 and self._fetcher.held):
+                if self._concurrency == 1:
+                    await self._fetcher.give_back_held()  # no other processor to run them
+                # Nothing else running, nothing on its way here, no finished
+                # job still on the list (its ack or filing not landed), and
+                # (when another processor can run them) nothing fetched
+                # waiting to run: all would be orphaned with it if it crashed us.
+                while (
+                    self.running
+                    or self._fetcher.fetching
+                    or self._fetcher.acks_out
+                    or self._settler.pending
+                    or (self._concurrency > 1 and self._fetcher.held)
+                ):
                     self._quiet.clear()
                     with anyio.move_on_after(0.05):
                         await self._quiet.wait()
@@ -118,6 +142,7 @@ class Processors:
                 finally:
                     self._no_suspect_running.set()
         finally:
+            self._suspects -= 1
             self._fetcher.isolate(False)
 
     async def process(self, slot: int, raw: bytes) -> None:

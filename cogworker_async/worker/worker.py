@@ -219,6 +219,7 @@ class Worker:
             identity=self.identity,
             default_queue=settings.queue_specs[0].name,
             known=self._known_jobs,
+            fetching_since=self.fetcher.fetching_since,
             reliable=lambda: self._reliable,
             logger=self.log,
         )
@@ -245,7 +246,7 @@ class Worker:
         assert self.processors is not None
         assert self.fetcher is not None
         assert self.settler is not None
-        known = [r.raw for r in list(self.processors.running.values())]
+        known = list(self.processors.claimed.values())
         known.extend(self.fetcher.held)
         known.extend(self.fetcher.pending_ack_raws())
         known.extend(self.settler.pending)
