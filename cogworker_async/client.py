@@ -90,10 +90,12 @@ class Client:
         self, target: Target, args: Sequence[Any], kwargs: Mapping[str, Any], now: float
     ) -> tuple[dict[str, Any] | None, float | None]:
         name, options = _resolve(target)
-        payload.ensure_json(args, kwargs)
         extra: dict[str, Any] = {"retry": options.retry, "timeout": options.timeout}
         job = payload.build(name, args, kwargs, options.queue, now=now, extra=extra)
         if self.middleware:
+            # Middleware sees only JSON-safe arguments (checked one by one, so
+            # the error names the one at fault).
+            payload.ensure_json(args, kwargs)
             job = await run_client_chain(self.middleware, job)  # type: ignore[assignment]
         return job, _due(options, now)
 
@@ -110,7 +112,7 @@ class Client:
         job, due = await self._build(target, args, kwargs, time.time())
         if job is None:
             return None
-        encoded = payload.encode(job)
+        encoded = payload.encode_job(job, args, kwargs)
         if due is not None:
             await self.redis.zadd(self.keys.schedule, {encoded: due})
         else:
@@ -163,16 +165,29 @@ class Client:
         by_queue: dict[str, list[bytes]] = defaultdict(list)
         scheduled: dict[bytes, float] = {}
         jids: list[str] = []
+        # Without middleware every job has the same name, options and due
+        # time: resolved once, and each job costs a dict and one encode.
+        name, options = _resolve(target)
+        extra = {"retry": options.retry, "timeout": options.timeout}
+        common_due = _due(options, now)
+        fresh_jids = payload.jid_source()
         for item in arg_list:
-            if isinstance(item, Mapping):
+            # A tuple first: isinstance against the Mapping ABC is slow.
+            if not isinstance(item, tuple) and isinstance(item, Mapping):
                 args: Sequence[Any] = ()
                 kwargs: Mapping[str, Any] = item
             else:
                 args, kwargs = item, {}
-            job, due = await self._build(target, args, kwargs, now)
-            if job is None:
-                continue
-            one = payload.encode(job)
+            if self.middleware:
+                job, due = await self._build(target, args, kwargs, now)
+                if job is None:
+                    continue
+            else:
+                job = payload.build(
+                    name, args, kwargs, options.queue, now=now, jid=next(fresh_jids), extra=extra
+                )
+                due = common_due
+            one = payload.encode_job(job, args, kwargs)
             if due is not None:
                 scheduled[one] = due
             else:

@@ -226,12 +226,20 @@ async def test_script_flush_mid_run(settings: Settings, redis: Redis) -> None:
         await wait_for(lambda: _count("add", 201))
 
 
-async def test_non_json_argument_is_a_type_error(settings: Settings) -> None:
+async def test_non_json_argument_is_a_type_error(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
     async with Client(settings) as client:
         with pytest.raises(TypeError, match="argument 1"):
             await client.enqueue(add, 1, {1, 2})
         with pytest.raises(TypeError, match="keyword argument 'b'"):
             await client.enqueue(add, 1, b=object())
+        # One bad item fails the whole batch before anything is sent.
+        with pytest.raises(TypeError, match="argument 1"):
+            await client.enqueue_many(add, [(1, 2), (3, {4})])
+        with pytest.raises(TypeError, match="keyword argument 'b'"):
+            await client.enqueue_many(add, [{"a": 1, "b": 2}, {"a": 1, "b": object()}])
+    assert await redis.exists(keys.queue("default")) == 0
 
 
 async def test_two_workers_in_one_process_share_nothing(

@@ -13,6 +13,7 @@ from cogworker_async.payload import (
     decode,
     encode,
     ensure_json,
+    jid_source,
     new_jid,
     unparseable_entry,
 )
@@ -152,3 +153,10 @@ def test_unparseable_entry_accepts_str_and_invalid_utf8() -> None:
     entry = orjson.loads(unparseable_entry(b"ab\xffcd", "r"))
     assert entry["raw"].startswith("ab")
     assert entry["raw"].endswith("cd")
+
+
+def test_jid_source_gives_distinct_wire_jids_past_one_draw() -> None:
+    source = jid_source()
+    jids = [next(source) for _ in range(2_500)]
+    assert len(set(jids)) == len(jids)
+    assert all(len(j) == 24 and int(j, 16) >= 0 and j == j.lower() for j in jids)
