@@ -269,6 +269,8 @@ class Fetcher:
         next batch then goes out as soon as one arrives, and is back before
         that one is done, so the worker never sits out a round trip.
         """
+        if self._prefetch == 0:
+            return 0  # asked for none: nothing held beyond demand, ever
         return self._prefetch + (self._last_batch if self._burst == 1 else 0)
 
     def _want(self) -> int:
