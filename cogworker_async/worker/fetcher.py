@@ -40,6 +40,7 @@ MAX_IN_FLIGHT = 2
 # of a job: a few more per call, far fewer calls when jobs finish one by one.
 GATHER_FOR = 0.001
 MAX_BURST = 4096
+SHED_AFTER = 0.05  # held beyond prefetch this long: not quick jobs after all
 BLOCKING_WAIT = object()  # the blocking loop's entry among the calls out
 
 
@@ -92,6 +93,10 @@ class Fetcher:
         self._waiters: deque[asyncio.Future[bytes | None]] = deque()
         # Jobs handed to a waiting processor that has not resumed yet (by future).
         self._handed: dict[int, bytes] = {}
+        # Fetched ahead, being given back to their queues (see _shed_excess).
+        self._giving_back: list[bytes] = []
+        self._background: set[asyncio.Task[None]] = set()
+        self._shed_timer: asyncio.TimerHandle | None = None
         self._wake_pending = False
         self._burst = 1
         self._left = 0
@@ -155,12 +160,17 @@ class Fetcher:
     def held(self) -> list[bytes]:
         """Jobs fetched and not yet taken by a processor (waiting, or handed over to one
         that has not resumed yet)."""
-        return [*self._ready, *self._handed.values()]
+        return [*self._ready, *self._handed.values(), *self._giving_back]
 
     async def give_back(self, raw: bytes) -> bool:
-        """Put one job of ours back on its queue (runs next); False if that failed."""
+        """Put one job of ours back on its queue (it runs next).
+
+        True when it is no longer ours: moved back, or already gone from the
+        list (another process's requeue moved it). False when the call failed:
+        it is still ours, and the caller keeps it.
+        """
         try:
-            return await commands.requeue_one(
+            await commands.requeue_one(
                 self._redis,
                 self._keys,
                 identity=self._identity,
@@ -170,6 +180,7 @@ class Fetcher:
         except Exception as exc:  # noqa: BLE001 - the caller keeps the job instead
             self._log.warning("could not give a job back to its queue (%s): kept", exc)
             return False
+        return True
 
     async def give_back_held(self) -> None:
         """Put every job fetched ahead back on its queue (one processor, a suspect to run)."""
@@ -254,6 +265,32 @@ class Fetcher:
             return
         self._burst = min(self._burst * 2, MAX_BURST)
         self._hand_out()
+
+    def _shed_excess(self) -> None:
+        """Give back what was fetched ahead beyond ``prefetch`` and still waits.
+
+        A batch ahead is fetched only while jobs are quick, and quick jobs are
+        gone within milliseconds. Still waiting ``SHED_AFTER`` later, they are
+        not: the extra ones would sit here while other workers idle. They go
+        back to the front of their queues, newest first, keeping their order.
+        """
+        self._shed_timer = None
+        waiting = sum(1 for w in self._waiters if not w.done())
+        count = len(self._ready) - self._prefetch - waiting
+        if count <= 0 or self._closed:
+            return
+        excess = [self._ready.pop() for _ in range(count)]
+        self._giving_back.extend(excess)
+        task = asyncio.get_running_loop().create_task(self._give_back_all(excess))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _give_back_all(self, jobs: list[bytes]) -> None:
+        for job in jobs:
+            given = await self.give_back(job)
+            self._giving_back.remove(job)
+            if not given:
+                self._deliver([job])  # still ours: run it here after all
 
     def isolate(self, on: bool) -> None:
         """Stop (or resume) fetching while a suspect waits for, or has, the process alone."""
@@ -391,6 +428,8 @@ class Fetcher:
             )
         self._broken = set(result.broken_queues)
         self._deliver(result.jobs)
+        if len(self._ready) > self._prefetch and self._shed_timer is None:
+            self._shed_timer = asyncio.get_running_loop().call_later(SHED_AFTER, self._shed_excess)
         # Out of both only now: the jobs it moved are in memory (held) at last.
         del self._in_flight[call_id]
         self._fetching.pop(call_id, None)

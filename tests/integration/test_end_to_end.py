@@ -308,3 +308,51 @@ async def test_a_failed_coalesced_push_raises_in_every_caller(settings: Settings
             *[client.enqueue(add, i, 0) for i in range(5)], return_exceptions=True
         )
     assert all(isinstance(r, ConnectionError) for r in results), results
+
+
+HELD: dict[str, asyncio.Event] = {}
+
+
+@job(name="e2e.hold")
+async def hold(i: int) -> None:
+    await HELD["release"].wait()
+
+
+@job(name="e2e.quick")
+async def quick(i: int) -> None:
+    return None
+
+
+@pytest.mark.parametrize("prefetch", [0, 3])
+async def test_prefetch_bounds_what_a_worker_holds(
+    settings: Settings, redis: Redis, keys: Keys, prefetch: int
+) -> None:
+    """Held beyond the running jobs: exactly ``prefetch`` (none for 0), even after quick ones."""
+    HELD["release"] = asyncio.Event()
+    settings = settings.model_copy(update={"concurrency": 4, "prefetch": prefetch})
+    async with Client(settings) as client:
+        # Quick jobs first: the fetcher learns they are quick (and would fetch
+        # a batch ahead of them), then jobs that wait.
+        await client.enqueue_many(quick, [(i,) for i in range(50)])
+        await client.enqueue_many(hold, [(i,) for i in range(20)])
+    worker = Worker(settings, jobs=[hold, quick])
+    async with worker:
+        listed = keys.in_progress(worker.identity)
+        processors = worker.processors
+        assert processors is not None
+
+        async def all_running() -> bool:
+            return len(processors.running) == 4
+
+        await wait_for(all_running)
+
+        async def settled() -> bool:
+            return await redis.llen(listed) == 4 + prefetch
+
+        await wait_for(settled)
+        for _ in range(5):  # and it stays so
+            await asyncio.sleep(0.05)
+            assert await redis.llen(listed) == 4 + prefetch
+        assert await redis.llen(keys.queue("default")) == 20 - 4 - prefetch
+        HELD["release"].set()
+        await wait_for(lambda: _stat(redis, keys.stats_processed, 70))
