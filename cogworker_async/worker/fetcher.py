@@ -20,8 +20,7 @@ import asyncio
 import logging
 import random
 import time
-from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
 from redis.asyncio import Redis
@@ -33,13 +32,13 @@ from cogworker_async.store.commands import Ack
 from cogworker_async.store.connection import drop_idle_connections
 from cogworker_async.store.faults import OutageLog, is_outage
 from cogworker_async.timing import idle_backoff
+from cogworker_async.worker.handout import Handout
 
 MAX_BATCH = 100
 MAX_IN_FLIGHT = 2
 # How long acks and prefetch may wait for company when no processor is short
 # of a job: a few more per call, far fewer calls when jobs finish one by one.
 GATHER_FOR = 0.001
-MAX_BURST = 4096
 SHED_AFTER = 0.05  # held beyond prefetch this long: not quick jobs after all
 BLOCKING_WAIT = object()  # the blocking loop's entry among the calls out
 
@@ -89,17 +88,14 @@ class Fetcher:
         # requeued like any other): a processor finishing a job finds the next
         # one waiting instead of paying a round trip for it.
         self._prefetch = prefetch
-        self._ready: deque[bytes] = deque()
-        self._waiters: deque[asyncio.Future[bytes | None]] = deque()
-        # Jobs handed to a waiting processor that has not resumed yet (by future).
-        self._handed: dict[int, bytes] = {}
+        self._handout = Handout(on_wait=self._processor_waits)
+        self._ready = self._handout.ready
+        # The processors' call for their next job, without a coroutine between.
+        self.get: Callable[[], Awaitable[bytes | None]] = self._handout.get
         # Fetched ahead, being given back to their queues (see _shed_excess).
         self._giving_back: list[bytes] = []
         self._background: set[asyncio.Task[None]] = set()
         self._shed_timer: asyncio.TimerHandle | None = None
-        self._wake_pending = False
-        self._burst = 1
-        self._left = 0
         # Calls out that may bring jobs (fetches asking for some, the blocking
         # wait) → when each went out: until its reply is in, the jobs it moved
         # are on the in-progress list and nowhere in memory.
@@ -126,28 +122,9 @@ class Fetcher:
         self._outage = OutageLog("Fetch", logger)
 
     # --- processors' side -------------------------------------------------
-    async def get(self) -> bytes | None:
-        """The next job (already in progress), or None once the fetcher is closed."""
-        if self._ready:
-            return self._ready.popleft()
-        if self._closed:
-            return None
-        future: asyncio.Future[bytes | None] = asyncio.get_running_loop().create_future()
-        self._waiters.append(future)
+    def _processor_waits(self) -> None:
         self._kick.set()
         self._short.set()
-        try:
-            job = await future
-        except asyncio.CancelledError:
-            self._handed.pop(id(future), None)
-            if future.done() and not future.cancelled() and future.result() is not None:
-                # Handed a job in the instant we were cancelled: keep it for another.
-                self._ready.appendleft(future.result())  # type: ignore[arg-type]
-            else:
-                future.cancel()
-            raise
-        self._handed.pop(id(future), None)
-        return job
 
     def ack(self, raw: bytes, jid: str) -> None:
         """Acknowledge a finished job with the next call (batched)."""
@@ -160,7 +137,7 @@ class Fetcher:
     def held(self) -> list[bytes]:
         """Jobs fetched and not yet taken by a processor (waiting, or handed over to one
         that has not resumed yet)."""
-        return [*self._ready, *self._handed.values(), *self._giving_back]
+        return [*self._handout.held, *self._giving_back]
 
     async def give_back(self, raw: bytes) -> bool:
         """Put one job of ours back on its queue (it runs next).
@@ -218,53 +195,12 @@ class Fetcher:
     def close(self) -> None:
         """Stop handing out jobs: waiting processors get None."""
         self._closed = True
-        while self._waiters:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
+        self._handout.close()
         self._kick.set()
         self._starving.set()
 
     def _deliver(self, jobs: Sequence[bytes]) -> None:
-        """Make fetched jobs available, handing the first of them to waiting processors now."""
-        self._ready.extend(jobs)
-        if self._waiters and not self._wake_pending:
-            self._hand_out()
-
-    def _hand_out(self) -> None:
-        """Hand waiting jobs to up to ``_burst`` waiting processors; look again next turn.
-
-        Not one wake-up per job: a processor whose job returns without
-        awaiting anything takes the next one from ``_ready`` itself, so a batch
-        of quick jobs can cost one task switch in all.
-        """
-        woken = 0
-        while self._ready and self._waiters and woken < self._burst:
-            waiter = self._waiters.popleft()
-            if not waiter.done():
-                job = self._ready.popleft()
-                self._handed[id(waiter)] = job
-                waiter.set_result(job)
-                woken += 1
-        self._left = len(self._ready)
-        self._wake_pending = True
-        asyncio.get_running_loop().call_soon(self._look_again)
-
-    def _look_again(self) -> None:
-        """Learn ``_burst`` from what became of the jobs left waiting at the last turn.
-
-        Taken by processors already running: the jobs are quick, wake fewer
-        next time (down to one). Still waiting: they await, and need a
-        processor each: wake twice as many, now and from then on.
-        """
-        self._wake_pending = False
-        if not self._left or not self._waiters:
-            return
-        if not self._ready:
-            self._burst = max(1, self._burst // 2)
-            return
-        self._burst = min(self._burst * 2, MAX_BURST)
-        self._hand_out()
+        self._handout.deliver(jobs)
 
     def _shed_excess(self) -> None:
         """Give back what was fetched ahead beyond ``prefetch`` and still waits.
@@ -275,8 +211,7 @@ class Fetcher:
         back to the front of their queues, newest first, keeping their order.
         """
         self._shed_timer = None
-        waiting = sum(1 for w in self._waiters if not w.done())
-        count = len(self._ready) - self._prefetch - waiting
+        count = len(self._ready) - self._prefetch - self._handout.waiting()
         if count <= 0 or self._closed:
             return
         excess = [self._ready.pop() for _ in range(count)]
@@ -302,18 +237,18 @@ class Fetcher:
         """How many jobs to hold beyond the waiting processors.
 
         ``prefetch``; and while jobs are quick (running processors take the
-        next one themselves, see ``_look_again``) one batch more: the call for the
+        next one themselves, see ``Handout``) one batch more: the call for the
         next batch then goes out as soon as one arrives, and is back before
         that one is done, so the worker never sits out a round trip.
         """
         if self._prefetch == 0:
             return 0  # asked for none: nothing held beyond demand, ever
-        return self._prefetch + (self._last_batch if self._burst == 1 else 0)
+        return self._prefetch + (self._last_batch if self._handout.quick else 0)
 
     def _want(self) -> int:
         if self._closed or self._isolating:
             return 0
-        waiting = sum(1 for w in self._waiters if not w.done())
+        waiting = self._handout.waiting()
         return max(0, min(MAX_BATCH, waiting + self._ahead() - len(self._ready)))
 
     def _order(self) -> list[str]:
@@ -347,7 +282,7 @@ class Fetcher:
             return bool(self._acks)
         if self._closed:
             return False
-        waiting = sum(1 for w in self._waiters if not w.done())
+        waiting = self._handout.waiting()
         return waiting + self._ahead() // 2 > len(self._ready) + self._requested
 
     async def _lane(self) -> None:
