@@ -68,7 +68,7 @@ class Client:
         self.redis = redis if redis is not None else connect(self.settings)
         self.middleware = list(middleware)
         self._batch: dict[str, list[tuple[bytes, asyncio.Future[None]]]] = {}
-        self._flusher: asyncio.Handle | None = None
+        self._flush_started = False
         self._flushes: set[asyncio.Task[None]] = set()
 
     async def __aenter__(self) -> Client:
@@ -129,16 +129,19 @@ class Client:
         loop = asyncio.get_running_loop()
         future: asyncio.Future[None] = loop.create_future()
         self._batch.setdefault(queue, []).append((encoded, future))
-        if self._flusher is None:
-            self._flusher = loop.call_soon(self._start_flush)
+        if not self._flush_started:
+            self._flush_started = True
+            task = loop.create_task(self._flush_batch())
+            self._flushes.add(task)
+            task.add_done_callback(self._flushes.discard)
         await future
 
-    def _start_flush(self) -> None:
-        self._flusher = None
+    async def _flush_batch(self) -> None:
+        # A task runs from the next loop turn: every push made in this turn
+        # (this one's included) is in the batch it takes.
+        self._flush_started = False
         batch, self._batch = self._batch, {}
-        task = asyncio.get_running_loop().create_task(self._flush(batch))
-        self._flushes.add(task)
-        task.add_done_callback(self._flushes.discard)
+        await self._flush(batch)
 
     async def _flush(self, batch: dict[str, list[tuple[bytes, asyncio.Future[None]]]]) -> None:
         enqueue = script("enqueue")
