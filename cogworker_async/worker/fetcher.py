@@ -32,6 +32,7 @@ from cogworker_async.store.commands import Ack
 from cogworker_async.store.connection import drop_idle_connections
 from cogworker_async.store.faults import OutageLog, is_outage
 from cogworker_async.timing import idle_backoff
+from cogworker_async.worker.giveback import GiveBack
 from cogworker_async.worker.handout import Handout
 
 MAX_BATCH = 100
@@ -92,9 +93,11 @@ class Fetcher:
         self._ready = self._handout.ready
         # The processors' call for their next job, without a coroutine between.
         self.get: Callable[[], Awaitable[bytes | None]] = self._handout.get
-        # Fetched ahead, being given back to their queues (see _shed_excess).
-        self._giving_back: list[bytes] = []
-        self._background: set[asyncio.Task[None]] = set()
+        self._give_back = GiveBack(
+            redis, keys, identity=identity, default_queue=self._specs[0].name, logger=logger
+        )
+        # Put one job of ours back on its queue; False if it is still ours.
+        self.give_back: Callable[[bytes], Awaitable[bool]] = self._give_back.one
         self._shed_timer: asyncio.TimerHandle | None = None
         # Calls out that may bring jobs (fetches asking for some, the blocking
         # wait) → when each went out: until its reply is in, the jobs it moved
@@ -137,27 +140,7 @@ class Fetcher:
     def held(self) -> list[bytes]:
         """Jobs fetched and not yet taken by a processor (waiting, or handed over to one
         that has not resumed yet)."""
-        return [*self._handout.held, *self._giving_back]
-
-    async def give_back(self, raw: bytes) -> bool:
-        """Put one job of ours back on its queue (it runs next).
-
-        True when it is no longer ours: moved back, or already gone from the
-        list (another process's requeue moved it). False when the call failed:
-        it is still ours, and the caller keeps it.
-        """
-        try:
-            await commands.requeue_one(
-                self._redis,
-                self._keys,
-                identity=self._identity,
-                raw=raw,
-                default_queue=self._specs[0].name,
-            )
-        except Exception as exc:  # noqa: BLE001 - the caller keeps the job instead
-            self._log.warning("could not give a job back to its queue (%s): kept", exc)
-            return False
-        return True
+        return [*self._handout.held, *self._give_back.pending]
 
     async def give_back_held(self) -> None:
         """Put every job fetched ahead back on its queue (one processor, a suspect to run)."""
@@ -214,18 +197,7 @@ class Fetcher:
         count = len(self._ready) - self._prefetch - self._handout.waiting()
         if count <= 0 or self._closed:
             return
-        excess = [self._ready.pop() for _ in range(count)]
-        self._giving_back.extend(excess)
-        task = asyncio.get_running_loop().create_task(self._give_back_all(excess))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    async def _give_back_all(self, jobs: list[bytes]) -> None:
-        for job in jobs:
-            given = await self.give_back(job)
-            self._giving_back.remove(job)
-            if not given:
-                self._deliver([job])  # still ours: run it here after all
+        self._give_back.later([self._ready.pop() for _ in range(count)], keep=self._deliver)
 
     def isolate(self, on: bool) -> None:
         """Stop (or resume) fetching while a suspect waits for, or has, the process alone."""
