@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from pathlib import Path
+from typing import IO, Any
 
 import pytest
 import redis as sync_redis
@@ -82,3 +85,20 @@ def child_env(settings: Settings, **extra: str) -> dict[str, str]:
         env[f"COGWORKER_{name.upper()}"] = text
     env.update(extra)
     return env
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def spawn_worker_command(settings: Settings, log: IO[bytes], *args: str) -> subprocess.Popen[bytes]:
+    """``cogworker-async worker tests.jobs_for_tests ARGS...`` as a user runs it, output to ``log``.
+
+    A file, never a pipe: a pipe nobody reads could fill and block the worker.
+    """
+    return subprocess.Popen(
+        [sys.executable, "-m", "cogworker_async", "worker", "tests.jobs_for_tests", *args],
+        cwd=ROOT,
+        env=child_env(settings),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -15,24 +14,17 @@ import redis as sync_redis
 
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
-from tests.conftest import child_env
+from tests.conftest import spawn_worker_command
 from tests.helpers import wait_for_sync
 from tests.integration.test_shutdown import enqueue, runs
 
 pytestmark = pytest.mark.chaos
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def start_swarm(settings: Settings, *args: str) -> tuple[subprocess.Popen[bytes], Path]:
     """`cogworker-async worker tests.jobs_for_tests ARGS...` with its log in a temp file."""
     with tempfile.NamedTemporaryFile(prefix="cogworker-swarm-", suffix=".log", delete=False) as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "cogworker_async", "worker", "tests.jobs_for_tests", *args],
-            cwd=ROOT,
-            env=child_env(settings),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        process = spawn_worker_command(settings, log, *args)
     return process, Path(log.name)
 
 

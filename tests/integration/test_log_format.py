@@ -4,28 +4,18 @@ from __future__ import annotations
 
 import json
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 from cogworker_async.settings import Settings
-from tests.conftest import child_env
+from tests.conftest import spawn_worker_command
 from tests.helpers import wait_for_sync
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def run_worker(settings: Settings, tmp_path: Path, *extra: str) -> list[str]:
     """Start a worker, wait until it says it started, stop it; its log lines."""
     log_path = tmp_path / "worker.log"
     with log_path.open("wb") as log:
-        worker = subprocess.Popen(
-            [sys.executable, "-m", "cogworker_async", "worker", "tests.jobs_for_tests", *extra],
-            cwd=ROOT,
-            env=child_env(settings),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        worker = spawn_worker_command(settings, log, *extra)
         try:
             wait_for_sync(lambda: " started: " in log_path.read_text(), timeout=20)
         finally:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 import tempfile
 import time
-from pathlib import Path
 
 import orjson
 import pytest
@@ -15,10 +13,8 @@ import redis as sync_redis
 
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
-from tests.conftest import child_env
+from tests.conftest import spawn_worker_command
 from tests.helpers import wait_for_sync
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def start_worker(settings: Settings, *extra: str) -> subprocess.Popen[bytes]:
@@ -26,13 +22,7 @@ def start_worker(settings: Settings, *extra: str) -> subprocess.Popen[bytes]:
     with tempfile.NamedTemporaryFile(
         prefix="cogworker-worker-", suffix=".log", delete=False
     ) as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "cogworker_async", "worker", "tests.jobs_for_tests", *extra],
-            cwd=ROOT,
-            env=child_env(settings),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+        return spawn_worker_command(settings, log, *extra)
 
 
 def enqueue(client: sync_redis.Redis, keys: Keys, name: str, *args: object, jid: str) -> None:
