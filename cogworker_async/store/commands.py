@@ -195,12 +195,24 @@ async def requeue(
     return RequeueResult(False, moved, failed, names, list(reply[3 + unread :]))
 
 
-async def requeue_one(
-    redis: Redis, keys: Keys, *, identity: str, raw: bytes, default_queue: str
-) -> bool:
-    """Put one in-progress job back on its queue if it is still listed."""
-    args: list[EncodableArg] = [raw, keys.queue_prefix, keys.wakeup_prefix, default_queue]
-    return bool(await script("requeue_one").run(redis, [keys.in_progress(identity)], args))
+@dataclass(frozen=True, slots=True)
+class GiveBackResult:
+    given: int
+    # Still on the list and still the caller's: their queue refused the write.
+    kept: list[bytes]
+
+
+async def give_back(
+    redis: Redis, keys: Keys, *, identity: str, jobs: Sequence[bytes], default_queue: str
+) -> GiveBackResult:
+    """Put in-progress jobs back on their queues, those still listed, in one atomic call.
+
+    Give the newest first: the last one given runs first. Jobs no longer
+    listed (another process's requeue moved them) are neither given nor kept.
+    """
+    args: list[EncodableArg] = [keys.queue_prefix, keys.wakeup_prefix, default_queue, *jobs]
+    given, kept = await script("give_back").run(redis, [keys.in_progress(identity)], args)
+    return GiveBackResult(int(given), [jobs[i - 1] for i in kept])
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,11 +94,22 @@ class Fetcher:
         # The processors' call for their next job, without a coroutine between.
         self.get: Callable[[], Awaitable[bytes | None]] = self._handout.get
         self._give_back = GiveBack(
-            redis, keys, identity=identity, default_queue=self._specs[0].name, logger=logger
+            redis,
+            keys,
+            identity=identity,
+            default_queue=self._specs[0].name,
+            logger=logger,
+            rng=rng,
         )
         # Put one job of ours back on its queue; False if it is still ours.
         self.give_back: Callable[[bytes], Awaitable[bool]] = self._give_back.one
         self._shed_timer: asyncio.TimerHandle | None = None
+        # How many jobs processors must have taken by the time the timer
+        # fires for everything held beyond prefetch when it was set to be gone.
+        self._shed_mark = 0
+        # Jobs held a batch ahead sat unrun: no batch ahead until what is
+        # held has drained (a processor finds nothing ready).
+        self._slow = False
         # Calls out that may bring jobs (fetches asking for some, the blocking
         # wait) → when each went out: until its reply is in, the jobs it moved
         # are on the in-progress list and nowhere in memory.
@@ -126,6 +137,8 @@ class Fetcher:
 
     # --- processors' side -------------------------------------------------
     def _processor_waits(self) -> None:
+        if not self._ready:
+            self._slow = False
         self._kick.set()
         self._short.set()
 
@@ -144,11 +157,9 @@ class Fetcher:
 
     async def give_back_held(self) -> None:
         """Put every job fetched ahead back on its queue (one processor, a suspect to run)."""
-        while self._ready:
-            job = self._ready.popleft()
-            if not await self.give_back(job):
-                self._ready.appendleft(job)
-                return
+        newest_first = [self._ready.pop() for _ in range(len(self._ready))]
+        if newest_first:
+            self._ready.extendleft(reversed(await self._give_back.now(newest_first)))
 
     @property
     def fetching(self) -> bool:
@@ -191,13 +202,29 @@ class Fetcher:
         A batch ahead is fetched only while jobs are quick, and quick jobs are
         gone within milliseconds. Still waiting ``SHED_AFTER`` later, they are
         not: the extra ones would sit here while other workers idle. They go
-        back to the front of their queues, newest first, keeping their order.
+        back to the front of their queues in one call, keeping their order:
+        never while a fetch is out (it may be taking the jobs behind them; the
+        timer is set again when it lands), and nothing is fetched until the
+        give back has landed (see ``_want``).
         """
         self._shed_timer = None
-        count = len(self._ready) - self._prefetch - self._handout.waiting()
-        if count <= 0 or self._closed:
+        if self._closed or any(c is not BLOCKING_WAIT for c in self._fetching):
             return
+        if self._handout.taken >= self._shed_mark:
+            self._watch_held()  # what was held then is gone: quick; watch what is held now
+            return
+        count = len(self._ready) - self._prefetch - self._handout.waiting()
+        if count <= 0:
+            return
+        self._slow = True
         self._give_back.later([self._ready.pop() for _ in range(count)], keep=self._deliver)
+
+    def _watch_held(self) -> None:
+        """Check in ``SHED_AFTER`` that the jobs held beyond ``prefetch`` now were taken."""
+        excess = len(self._ready) - self._prefetch
+        if excess > 0 and self._shed_timer is None:
+            self._shed_mark = self._handout.taken + excess
+            self._shed_timer = asyncio.get_running_loop().call_later(SHED_AFTER, self._shed_excess)
 
     def isolate(self, on: bool) -> None:
         """Stop (or resume) fetching while a suspect waits for, or has, the process alone."""
@@ -215,10 +242,11 @@ class Fetcher:
         """
         if self._prefetch == 0:
             return 0  # asked for none: nothing held beyond demand, ever
-        return self._prefetch + (self._last_batch if self._handout.quick else 0)
+        quick = self._handout.quick and not self._slow
+        return self._prefetch + (self._last_batch if quick else 0)
 
     def _want(self) -> int:
-        if self._closed or self._isolating:
+        if self._closed or self._isolating or self._give_back.busy:
             return 0
         waiting = self._handout.waiting()
         return max(0, min(MAX_BATCH, waiting + self._ahead() - len(self._ready)))
@@ -239,6 +267,7 @@ class Fetcher:
         pile up for the same call — larger batches, far fewer round trips.
         """
         async with anyio.create_task_group() as lanes:
+            lanes.start_soon(self._give_back.run, self._kick.set)
             for _ in range(MAX_IN_FLIGHT):
                 lanes.start_soon(self._lane)
 
@@ -335,8 +364,7 @@ class Fetcher:
             )
         self._broken = set(result.broken_queues)
         self._deliver(result.jobs)
-        if len(self._ready) > self._prefetch and self._shed_timer is None:
-            self._shed_timer = asyncio.get_running_loop().call_later(SHED_AFTER, self._shed_excess)
+        self._watch_held()
         # Out of both only now: the jobs it moved are in memory (held) at last.
         del self._in_flight[call_id]
         self._fetching.pop(call_id, None)

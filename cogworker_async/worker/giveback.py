@@ -3,63 +3,134 @@
 Two callers: a suspect that must not wait on our in-progress list while
 another runs alone, and jobs fetched a batch ahead that turned out not to be
 quick (they would sit in one worker while others idle).
+
+Invariant: a job is ours (we may run it) only while it is on our list. A give
+back whose reply is lost may have run, so "the call failed" never means "still
+ours": the call is repeated until Redis answers. It is idempotent — the script
+moves only jobs still on the list — so a repeat after a lost reply reports the
+jobs as gone, and nothing runs both here and from its queue.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import random
+import time
+from collections import deque
 from collections.abc import Callable, Sequence
 
+import anyio
 from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
 from cogworker_async.store import commands
+from cogworker_async.store.faults import OutageLog, is_outage
+
+RETRY_MAX = 2.0  # seconds between tries while Redis does not answer
 
 
 class GiveBack:
     def __init__(
-        self, redis: Redis, keys: Keys, *, identity: str, default_queue: str, logger: logging.Logger
+        self,
+        redis: Redis,
+        keys: Keys,
+        *,
+        identity: str,
+        default_queue: str,
+        logger: logging.Logger,
+        rng: random.Random,
     ) -> None:
         self._redis = redis
         self._keys = keys
         self._identity = identity
         self._default_queue = default_queue
         self._log = logger
+        self._rng = rng
+        self._outage = OutageLog("Give back", logger)
         # Being given back in the background: still on our list, still ours.
         self.pending: list[bytes] = []
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._batches: deque[tuple[list[bytes], Callable[[list[bytes]], None]]] = deque()
+        self._wake = anyio.Event()
+
+    @property
+    def busy(self) -> bool:
+        """A background give back is queued or out: the queues' fronts are about to change."""
+        return bool(self.pending)
 
     async def one(self, raw: bytes) -> bool:
         """Put one job of ours back on its queue (it runs next).
 
         True when it is no longer ours: moved back, or already gone from the
-        list (another process's requeue moved it). False when the call failed:
-        it is still ours, and the caller keeps it.
+        list (another process's requeue moved it). False when its queue
+        refused it (a key of the wrong type): still ours, the caller keeps it.
         """
-        try:
-            await commands.requeue_one(
-                self._redis,
-                self._keys,
-                identity=self._identity,
-                raw=raw,
-                default_queue=self._default_queue,
-            )
-        except Exception as exc:  # noqa: BLE001 - the caller keeps the job instead
-            self._log.warning("could not give a job back to its queue (%s): kept", exc)
-            return False
-        return True
+        return not await self.now([raw])
 
-    def later(self, jobs: Sequence[bytes], keep: Callable[[Sequence[bytes]], None]) -> None:
-        """Give ``jobs`` back in the background, in this order; ``keep`` gets any that fail."""
+    async def now(self, newest_first: Sequence[bytes]) -> list[bytes]:
+        """Give jobs back in one atomic call; returns those the queues refused, oldest first."""
+        jobs = list(newest_first)
         self.pending.extend(jobs)
-        task = asyncio.get_running_loop().create_task(self._all(list(jobs), keep))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        try:
+            kept = await self._until_answered(jobs)
+        finally:
+            for job in jobs:
+                self.pending.remove(job)
+        return kept[::-1]
 
-    async def _all(self, jobs: list[bytes], keep: Callable[[Sequence[bytes]], None]) -> None:
-        for job in jobs:
-            given = await self.one(job)
-            self.pending.remove(job)
-            if not given:
-                keep([job])  # still ours: run it here after all
+    def later(self, newest_first: Sequence[bytes], keep: Callable[[list[bytes]], None]) -> None:
+        """Give jobs back in the background, in one atomic call.
+
+        ``newest_first``: the last one given runs first, so the jobs keep their
+        order at the front of their queues. ``keep`` gets any the queues
+        refused, oldest first (they are still ours: run them here after all).
+        """
+        jobs = list(newest_first)
+        self.pending.extend(jobs)
+        self._batches.append((jobs, keep))
+        self._wake.set()
+
+    async def run(self, on_done: Callable[[], None]) -> None:
+        """Send the background give backs, one call a batch; ``on_done`` after each lands."""
+        while True:
+            while not self._batches:
+                self._wake = anyio.Event()
+                await self._wake.wait()
+            jobs, keep = self._batches[0]
+            try:
+                kept = await self._until_answered(jobs)
+            finally:
+                self._batches.popleft()
+                for job in jobs:
+                    self.pending.remove(job)
+            if kept:
+                keep(kept[::-1])
+            on_done()
+
+    async def _until_answered(self, jobs: list[bytes]) -> list[bytes]:
+        """The jobs still ours once Redis has answered one give back call."""
+        pause = 0.2
+        while True:
+            sent = time.monotonic()
+            try:
+                result = await commands.give_back(
+                    self._redis,
+                    self._keys,
+                    identity=self._identity,
+                    jobs=jobs,
+                    default_queue=self._default_queue,
+                )
+            except Exception as exc:  # noqa: BLE001 - unanswered: it may have run, so ask again
+                if is_outage(exc):
+                    self._outage.failed(exc)
+                else:
+                    self._log.exception("giving jobs back failed (a bug: please report it)")
+                await anyio.sleep(pause * (1 + self._rng.random()))
+                pause = min(pause * 2, RETRY_MAX)
+                continue
+            self._outage.succeeded(sent)
+            if result.kept:
+                self._log.warning(
+                    "%d job(s) could not be given back (their queue key refused them): kept",
+                    len(result.kept),
+                )
+            return result.kept

@@ -34,10 +34,14 @@ class Handout:
         self._left = 0
         self.burst = 1
         self.closed = False
+        # Jobs taken from ``ready`` by processors, ever (the fetcher tells
+        # from it whether jobs it held were run or sat).
+        self.taken = 0
 
     async def get(self) -> bytes | None:
         """The next job, or None once closed."""
         if self.ready:
+            self.taken += 1
             return self.ready.popleft()
         if self.closed:
             return None
@@ -92,6 +96,7 @@ class Handout:
             waiter = self._waiters.popleft()
             if not waiter.done():
                 job = self.ready.popleft()
+                self.taken += 1
                 self._handed[id(waiter)] = job
                 waiter.set_result(job)
                 woken += 1

@@ -80,13 +80,14 @@ class Reconciler:
             # what it saw: judge them at the next look instead.
             return
         for raw in strays & previous:
-            if await commands.requeue_one(
+            result = await commands.give_back(
                 self._redis,
                 self._keys,
                 identity=self._identity,
-                raw=raw,
+                jobs=[raw],
                 default_queue=self._default_queue,
-            ):
+            )
+            if result.given:
                 self.strays_requeued += 1
                 self._log.warning("requeued stray in-progress job jid=%s", jid_of(raw))
         self._previous = strays - previous

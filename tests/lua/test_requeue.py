@@ -1,4 +1,4 @@
-"""requeue.lua (own list on shutdown, a dead process's list on recovery) and requeue_one.lua."""
+"""requeue.lua (own list on shutdown, a dead process's list on recovery) and give_back.lua."""
 
 from __future__ import annotations
 
@@ -399,44 +399,75 @@ async def test_recovery_marks(redis: Redis, keys: Keys) -> None:
     assert await redis.exists(keys.orphanings(jid_of(done))) == 0
 
 
-# --- requeue_one.lua ----------------------------------------------------------------
+# --- give_back.lua ------------------------------------------------------------------
 
 
-async def test_requeue_one_present(redis: Redis, keys: Keys) -> None:
+async def give_back(redis: Redis, keys: Keys, *jobs: bytes) -> commands.GiveBackResult:
+    return await commands.give_back(redis, keys, identity=ME, jobs=jobs, default_queue="default")
+
+
+async def test_give_back_present(redis: Redis, keys: Keys) -> None:
     a, b = await fetched_by_me(redis, keys, "q", 2)
     waiting = make_job("q")
     await enqueue(redis, keys, "q", waiting)
     await redis.delete(keys.wakeup("q"))
-    requeued = await commands.requeue_one(redis, keys, identity=ME, raw=a, default_queue="default")
-    assert requeued is True
+    assert await give_back(redis, keys, a) == commands.GiveBackResult(1, [])
     assert await redis.lrange(keys.in_progress(ME), 0, -1) == [b]
     assert await redis.zscore(keys.wakeup("q"), "1") == 0
     assert await drain(redis, keys.queue("q")) == [a, waiting]
 
 
-async def test_requeue_one_absent(redis: Redis, keys: Keys) -> None:
+async def test_give_back_newest_first_keeps_their_order_ahead_of_the_queue(
+    redis: Redis, keys: Keys
+) -> None:
+    a, b, c = await fetched_by_me(redis, keys, "q", 3)
+    waiting = make_job("q")
+    await enqueue(redis, keys, "q", waiting)
+    assert await give_back(redis, keys, c, b) == commands.GiveBackResult(2, [])
+    assert await redis.lrange(keys.in_progress(ME), 0, -1) == [a]
+    assert await drain(redis, keys.queue("q")) == [b, c, waiting]
+
+
+async def test_give_back_absent(redis: Redis, keys: Keys) -> None:
     (a,) = await fetched_by_me(redis, keys, "q", 1)
     gone = make_job("q")
-    requeued = await commands.requeue_one(
-        redis, keys, identity=ME, raw=gone, default_queue="default"
-    )
-    assert requeued is False
+    assert await give_back(redis, keys, gone) == commands.GiveBackResult(0, [])
     assert await redis.lrange(keys.in_progress(ME), 0, -1) == [a]
     assert await redis.exists(keys.queue("q"), keys.wakeup("q")) == 0
 
 
-async def test_requeue_one_unreadable_to_default(redis: Redis, keys: Keys) -> None:
-    await redis.lpush(keys.in_progress(ME), b"junk")
-    assert await commands.requeue_one(redis, keys, identity=ME, raw=b"junk", default_queue="dq")
-    assert await redis.lrange(keys.queue("dq"), 0, -1) == [b"junk"]
+async def test_give_back_twice_moves_once(redis: Redis, keys: Keys) -> None:
+    """A repeat after a lost reply finds the jobs gone: nothing is on both lists."""
+    a, b = await fetched_by_me(redis, keys, "q", 2)
+    assert (await give_back(redis, keys, b, a)).given == 2
+    assert await give_back(redis, keys, b, a) == commands.GiveBackResult(0, [])
+    assert await drain(redis, keys.queue("q")) == [a, b]
     assert await redis.exists(keys.in_progress(ME)) == 0
 
 
-async def test_requeue_one_wrong_type_wakeup_never_duplicates(redis: Redis, keys: Keys) -> None:
+async def test_give_back_unreadable_to_default(redis: Redis, keys: Keys) -> None:
+    await redis.lpush(keys.in_progress(ME), b"junk")
+    assert (await give_back(redis, keys, b"junk")).given == 1
+    assert await redis.lrange(keys.queue("default"), 0, -1) == [b"junk"]
+    assert await redis.exists(keys.in_progress(ME)) == 0
+
+
+async def test_give_back_wrong_typed_queue_keeps_that_job_and_moves_the_rest(
+    redis: Redis, keys: Keys
+) -> None:
+    (a,) = await fetched_by_me(redis, keys, "q", 1)
+    (broken,) = await fetched_by_me(redis, keys, "bad", 1)
+    await redis.set(keys.queue("bad"), "not a list")
+    assert await give_back(redis, keys, broken, a) == commands.GiveBackResult(1, [broken])
+    assert await redis.lrange(keys.in_progress(ME), 0, -1) == [broken]
+    assert await drain(redis, keys.queue("q")) == [a]
+
+
+async def test_give_back_wrong_type_wakeup_never_duplicates(redis: Redis, keys: Keys) -> None:
     (a,) = await fetched_by_me(redis, keys, "q", 1)
     await redis.set(keys.wakeup("q"), "not a sorted set")
     with contextlib.suppress(ResponseError):  # an error is acceptable; a duplicate is not
-        await commands.requeue_one(redis, keys, identity=ME, raw=a, default_queue="default")
+        await give_back(redis, keys, a)
     on_queue = await redis.lrange(keys.queue("q"), 0, -1)
     in_progress = await redis.lrange(keys.in_progress(ME), 0, -1)
     assert (on_queue + in_progress).count(a) == 1, (on_queue, in_progress)

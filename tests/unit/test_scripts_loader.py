@@ -113,7 +113,7 @@ REAL_SCRIPTS = sorted(p.stem for p in scripts_dir().glob("*.lua"))
 
 def test_the_expected_scripts_exist() -> None:
     expected = {"ack", "bury", "enqueue", "fetch", "file", "graduate", "heartbeat", "requeue"}
-    assert expected | {"requeue_one"} <= set(REAL_SCRIPTS)
+    assert expected | {"give_back"} <= set(REAL_SCRIPTS)
 
 
 @pytest.mark.parametrize("name", REAL_SCRIPTS)

@@ -1,0 +1,31 @@
+-- give_back: puts jobs from an in-progress list back on their queues, those
+-- still on the list, in the order given (giving jobs back; requeueing strays).
+--
+-- KEYS[1] = the in-progress list
+-- ARGV[1] = queue key prefix, ARGV[2] = wake-up marker prefix
+-- ARGV[3] = queue for a payload whose own queue can't be read
+-- ARGV[4..] = the jobs, exactly as fetched; each goes onto the end its queue is
+-- popped from, so the last one given runs first: give the newest first to keep
+-- their order.
+-- Returns {given, kept}: how many were put back, and the 1-based positions (in
+-- ARGV[4..]) of jobs whose queue refused the write (a key of the wrong type):
+-- they stay on the list, still the caller's. The rest were no longer listed
+-- (another process's requeue had moved them).
+-- Atomic, and each job written before it is removed: one call is never
+-- interleaved with a fetch (the jobs keep their place ahead of the queue's
+-- others), and a job is never on neither list, nor on both afterwards.
+--- @include requeue_job
+
+local given, kept = 0, {}
+for i = 4, #ARGV do
+  local job = ARGV[i]
+  if redis.call("LPOS", KEYS[1], job) then
+    if pcall(requeue_job, job, ARGV[1], ARGV[2], ARGV[3]) then
+      redis.call("LREM", KEYS[1], 1, job)
+      given = given + 1
+    else
+      kept[#kept + 1] = i - 3
+    end
+  end
+end
+return {given, kept}

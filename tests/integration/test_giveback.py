@@ -1,0 +1,107 @@
+"""Giving jobs back: a lost reply is asked again, never taken for "still ours"."""
+
+from __future__ import annotations
+
+import logging
+import random
+from typing import Any
+
+import anyio
+import pytest
+from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from cogworker_async.keys import Keys
+from cogworker_async.store import commands
+from cogworker_async.worker import giveback
+from cogworker_async.worker.giveback import GiveBack
+from tests.lua.support import drain, enqueue, make_job
+
+pytestmark = pytest.mark.anyio
+
+ME = "host:1:me"
+
+
+async def _fetched(redis: Redis, keys: Keys, count: int) -> list[bytes]:
+    jobs = [make_job("q") for _ in range(count)]
+    await enqueue(redis, keys, "q", *jobs)
+    got = await commands.fetch(
+        redis, keys, identity=ME, queues=["q"], want=count, acks=[], reliable=True
+    )
+    return got.jobs
+
+
+def _give_back(redis: Redis, keys: Keys) -> GiveBack:
+    return GiveBack(
+        redis,
+        keys,
+        identity=ME,
+        default_queue="q",
+        logger=logging.getLogger("test.giveback"),
+        rng=random.Random(1),
+    )
+
+
+@pytest.fixture
+def reply_lost_once(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The first give back runs in Redis, then its reply is 'lost' (a connection error)."""
+    real = commands.give_back
+    calls: list[int] = []
+
+    async def flaky(*args: Any, **kwargs: Any) -> commands.GiveBackResult:
+        calls.append(1)
+        result = await real(*args, **kwargs)
+        if len(calls) == 1:
+            raise RedisConnectionError("reply lost")
+        return result
+
+    monkeypatch.setattr(giveback.commands, "give_back", flaky)
+    return calls
+
+
+async def test_a_lost_reply_is_asked_again_and_the_job_is_not_kept(
+    redis: Redis, keys: Keys, reply_lost_once: list[int]
+) -> None:
+    (job,) = await _fetched(redis, keys, 1)
+    assert await _give_back(redis, keys).one(job) is True  # not ours: never run here too
+    assert len(reply_lost_once) == 2
+    assert await drain(redis, keys.queue("q")) == [job]
+    assert await redis.exists(keys.in_progress(ME)) == 0
+
+
+async def test_background_give_back_after_a_lost_reply_keeps_nothing(
+    redis: Redis, keys: Keys, reply_lost_once: list[int]
+) -> None:
+    a, b, c = await _fetched(redis, keys, 3)
+    back = _give_back(redis, keys)
+    kept: list[bytes] = []
+    done = anyio.Event()
+    async with anyio.create_task_group() as group:
+        group.start_soon(back.run, done.set)
+        back.later([c, b], keep=kept.extend)
+        assert back.busy
+        assert back.pending == [c, b]  # still ours (held) until it lands
+        with anyio.fail_after(10):
+            await done.wait()
+        group.cancel_scope.cancel()
+    assert kept == []
+    assert not back.busy
+    assert await redis.lrange(keys.in_progress(ME), 0, -1) == [a]
+    assert await drain(redis, keys.queue("q")) == [b, c]
+
+
+async def test_jobs_a_queue_refuses_are_kept_oldest_first(redis: Redis, keys: Keys) -> None:
+    a, b = await _fetched(redis, keys, 2)
+    await redis.delete(keys.queue("q"))
+    await redis.set(keys.queue("q"), "not a list")
+    back = _give_back(redis, keys)
+    kept: list[bytes] = []
+    done = anyio.Event()
+    async with anyio.create_task_group() as group:
+        group.start_soon(back.run, done.set)
+        back.later([b, a], keep=kept.extend)
+        with anyio.fail_after(10):
+            await done.wait()
+        group.cancel_scope.cancel()
+    assert kept == [a, b]
+    assert await redis.lrange(keys.in_progress(ME), 0, -1) == [b, a]
