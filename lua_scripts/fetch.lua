@@ -31,7 +31,6 @@ local taken, broken = {}, {}
 -- A suspect (a job recovered from a dead process, marked by requeue.lua) is
 -- always alone in its batch: the worker runs it with nothing else held, so
 -- if it is what crashes processes, it takes no neighbour down with it.
-local suspect_prefix = '{"suspect":'
 local alone = false
 for i = 5, #KEYS do
   if wanted <= #taken or alone then
@@ -51,7 +50,7 @@ for i = 5, #KEYS do
       local first = #taken + 1
       for j = #batch, 1, -1 do
         local job = batch[j]
-        if string.sub(job, 1, 11) == suspect_prefix then
+        if is_suspect(job) then
           -- Taken only as the first job of the whole call; else left for the next.
           if #taken == 0 then
             taken[1] = job

@@ -11,43 +11,42 @@
 -- (orphan recovery requeued it while it ran here: it may have run twice), and
 -- the count.
 --
--- Cost: processors mostly finish jobs in the order they were fetched, and the
--- oldest fetches sit at the tail, so the acked jobs usually are the list's
--- tail: one LRANGE and one LTRIM remove them all. What is not at the tail is
--- removed one LREM each (searched from the tail). Either way a duplicate
--- payload loses its tail-most copy, as LREM -1 would.
+-- Cost: the oldest fetches sit at the tail and processors mostly finish jobs
+-- in the order they were fetched, so the acks, oldest first, usually are the
+-- list's tail in order: they are compared in place (Lua compares strings by
+-- pointer) and trimmed in one LTRIM. From the first one that differs on, each
+-- is removed by one LREM (searched from the tail). Either way a duplicate
+-- payload loses its tail-most copy, as LREM -1 would. No table is built per
+-- job and no substring made for a job that is not a suspect: inside a script
+-- the cost is per string Lua creates, not per byte.
+local function is_suspect(job)
+  -- byte 3 of '{"suspect":' is "s" (115); a plain payload rarely has it there.
+  return string.byte(job, 3) == 115 and string.sub(job, 1, 11) == '{"suspect":'
+end
+
 local function ack_jobs(in_progress, counter_prefix, first, listed)
   local count = tonumber(ARGV[first - 1])
   local missing = {}
   if not listed or count == 0 then
     return missing, count
   end
-  local owed = {}
-  for i = first, first + count - 1 do
-    owed[ARGV[i]] = (owed[ARGV[i]] or 0) + 1
-  end
   local tail = redis.call("LRANGE", in_progress, -count, -1)
-  local trimmed, from_tail = 0, {}
-  for j = #tail, 1, -1 do
-    local job = tail[j]
-    if (owed[job] or 0) == 0 then
-      break
-    end
-    owed[job] = owed[job] - 1
-    from_tail[job] = (from_tail[job] or 0) + 1
+  local last = #tail
+  local trimmed = 0
+  while trimmed < last and tail[last - trimmed] == ARGV[first + trimmed] do
     trimmed = trimmed + 1
   end
   if trimmed > 0 then
     redis.call("LTRIM", in_progress, 0, -(trimmed + 1))
   end
-  for i = 0, count - 1 do
-    local job = ARGV[first + i]
-    if (from_tail[job] or 0) > 0 then
-      from_tail[job] = from_tail[job] - 1
-    elseif redis.call("LREM", in_progress, -1, job) == 0 then
+  for i = trimmed, count - 1 do
+    if redis.call("LREM", in_progress, -1, ARGV[first + i]) == 0 then
       missing[#missing + 1] = i + 1
     end
-    if string.sub(job, 1, 11) == '{"suspect":' then
+  end
+  for i = first, first + count - 1 do
+    local job = ARGV[i]
+    if is_suspect(job) then
       local ok, decoded = pcall(cjson.decode, job)
       if ok and type(decoded) == "table" and type(decoded["jid"]) == "string" then
         redis.call("DEL", counter_prefix .. decoded["jid"])
