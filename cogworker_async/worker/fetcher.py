@@ -126,6 +126,10 @@ class Fetcher:
         self._short = asyncio.Event()
         self._gathering = False
         self._starving = asyncio.Event()
+        # The last fetch came back short: the queues are dry. The lanes ask for
+        # no more (they would spin on empty queues) until the blocking wait
+        # brings a job or a wake-up; acks still go at once.
+        self._dry = False
         self._closed = False
         # While a suspect (a job recovered from a dead process) waits to run
         # alone or runs, nothing new is fetched: a job held here when it
@@ -245,6 +249,10 @@ class Fetcher:
         quick = self._handout.quick and not self._slow
         return self._prefetch + (self._last_batch if quick else 0)
 
+    def _lane_want(self) -> int:
+        """What the lanes ask for: nothing while the queues are dry (see ``block_loop``)."""
+        return 0 if self._dry else max(0, self._want() - self._requested)
+
     def _want(self) -> int:
         if self._closed or self._isolating or self._give_back.busy:
             return 0
@@ -288,14 +296,16 @@ class Fetcher:
 
     async def _lane(self) -> None:
         while True:
-            want = max(0, self._want() - self._requested)
+            if self._dry and self._want() > self._requested:
+                self._starving.set()  # short of jobs, queues dry: the blocking wait is on
+            want = self._lane_want()
             if self._acks or want:
                 if self._starved():
                     await self._send(want)
                     continue
                 if not self._in_flight and not self._gathering:
                     await self._gather()
-                    await self._send(max(0, self._want() - self._requested))
+                    await self._send(self._lane_want())
                     continue
             self._kick.clear()
             await self._kick.wait()
@@ -371,6 +381,7 @@ class Fetcher:
         if result.jobs:
             self._last_batch = len(result.jobs)
         if want and len(result.jobs) < want:
+            self._dry = True
             self._starving.set()
 
     # --- the blocking loop ----------------------------------------------------
@@ -399,6 +410,8 @@ class Fetcher:
             finally:
                 del self._fetching[BLOCKING_WAIT]
             streak = 0 if got else streak + 1
+            if got:
+                self._dry = False
             if self._want() == 0 or got:
                 self._starving.clear()
                 self._kick.set()
@@ -435,6 +448,7 @@ class Fetcher:
         marker = await self._blocking.bzpopmin([self._keys.wakeup(n) for n in names], timeout)
         # Woken or timed out, look once: a producer that doesn't touch the
         # marker still gets its job run within fetch_idle_max_interval.
+        self._dry = False
         self._starving.clear()
         self._kick.set()
         return marker is not None
