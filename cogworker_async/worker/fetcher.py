@@ -35,7 +35,14 @@ from cogworker_async.timing import idle_backoff
 from cogworker_async.worker.giveback import GiveBack
 from cogworker_async.worker.handout import Handout
 
-MAX_BATCH = 100
+# Most jobs one call moves. Large: while jobs are quick, the cost of a call
+# (client and Redis) is mostly per call, and a worker running quick jobs is
+# bound by how many it gets per round trip (100 -> 300: ~165k -> ~233k no-op
+# jobs/s in one process, BENCHMARKS.md).
+MAX_BATCH = 300
+# Batches held beyond prefetch while jobs are quick: one runs while the call
+# for the next is out, and one more covers a reply that waits for the loop.
+AHEAD_BATCHES = 2
 MAX_IN_FLIGHT = 2
 # How long acks and prefetch may wait for company when no processor is short
 # of a job: a few more per call, far fewer calls when jobs finish one by one.
@@ -240,14 +247,15 @@ class Fetcher:
         """How many jobs to hold beyond the waiting processors.
 
         ``prefetch``; and while jobs are quick (running processors take the
-        next one themselves, see ``Handout``) one batch more: the call for the
-        next batch then goes out as soon as one arrives, and is back before
-        that one is done, so the worker never sits out a round trip.
+        next one themselves, see ``Handout``) ``AHEAD_BATCHES`` batches more:
+        the call for the next batch then goes out as soon as one arrives, and
+        is back before those are done, so the worker never sits out a round
+        trip.
         """
         if self._prefetch == 0:
             return 0  # asked for none: nothing held beyond demand, ever
         quick = self._handout.quick and not self._slow
-        return self._prefetch + (self._last_batch if quick else 0)
+        return self._prefetch + (AHEAD_BATCHES * self._last_batch if quick else 0)
 
     def _lane_want(self) -> int:
         """What the lanes ask for: nothing while the queues are dry (see ``block_loop``)."""
@@ -412,6 +420,9 @@ class Fetcher:
             streak = 0 if got else streak + 1
             if got:
                 self._dry = False
+                # Demand may have gone while it waited (a give back landing
+                # wakes it too): what it brought is watched like any fetch.
+                self._watch_held()
             if self._want() == 0 or got:
                 self._starving.clear()
                 self._kick.set()
