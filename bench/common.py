@@ -374,8 +374,10 @@ def cpu_seconds(pid: int) -> float:
 def format_value(value: float, unit: str) -> str:
     if isinstance(value, float) and math.isnan(value):
         return "n/a"
-    if unit in {"jobs/s", "µs/job"}:
+    if unit == "jobs/s" or (unit == "µs/job" and value >= 20):
         return f"{value:,.0f}"
+    if unit == "µs/job":
+        return f"{value:.1f}"  # a few µs: the tenths are the difference
     if unit == "ms":
         return f"{value:,.1f}" if value >= 100 else f"{value:.2f}"
     return f"{value:.3g}"

@@ -1,7 +1,8 @@
 """Every benchmark in one go, against one private Redis: one markdown table.
 
 Runs throughput (noop, weighted, io), latency (one queue, three weighted
-queues), enqueue and multi-process throughput (``--processes 2`` against 1,
+queues), enqueue, the raw-protocol floor (``floor.py``) and multi-process
+throughput (``--processes 2`` against 1,
 always on asyncio: the worker command has no uvloop option), each
 ``--repeat`` times, and prints the medians with all runs. ``make bench`` runs
 ``.venv/bin/python bench/run_all.py --repeat 3`` and then ``bench/soak.py``.
@@ -20,6 +21,7 @@ import time
 
 import common
 import enqueue
+import floor
 import latency
 import multiprocess
 import throughput
@@ -35,6 +37,7 @@ async def run_all(url: str, *, repeat: int, use_uvloop: bool) -> list[common.Res
             await latency.bench(url, queue_count=queue_count, repeat=repeat, use_uvloop=use_uvloop)
         )
     results.extend(await enqueue.bench(url, repeat=repeat))
+    results.extend(await floor.bench(url, repeat=repeat))
     results.append(await multiprocess.bench(url, repeat=repeat))
     return results
 
