@@ -368,6 +368,22 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def runqueue_wait_seconds(pid: int) -> float:
+    """Seconds the process's threads were runnable but not running (their schedstat)."""
+    total = 0
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(FileNotFoundError), open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+            total += int(f.read().split()[1])
+    return total / 1e9
+
+
+def idle_cpu_seconds() -> float:
+    """All CPUs' idle time so far (``/proc/stat``), in seconds."""
+    with open("/proc/stat") as handle:
+        fields = handle.readline().split()
+    return (int(fields[4]) + int(fields[5])) / os.sysconf("SC_CLK_TCK")
+
+
 # --- output -------------------------------------------------------------------------------
 
 

@@ -79,6 +79,8 @@ async def run_once(url: str, processes: int, total: int, concurrency: int) -> di
         keys = Keys(namespace)
         processed_key = keys.stats_processed
         cpu_before = sum(common.cpu_seconds(pid) for pid in workers)
+        waited_before = sum(common.runqueue_wait_seconds(pid) for pid in workers)
+        idle_before = common.idle_cpu_seconds()
         bench_before = time.process_time()
         redis_before = await _redis_cpu(redis)
         await redis.rename(Keys(staging).queue("default"), keys.queue("default"))
@@ -96,6 +98,8 @@ async def run_once(url: str, processes: int, total: int, concurrency: int) -> di
                 raise RuntimeError(f"only {done} of {total} jobs processed after 110 s")
             await asyncio.sleep(POLL)
         cpu = sum(common.cpu_seconds(pid) for pid in workers) - cpu_before
+        waited = sum(common.runqueue_wait_seconds(pid) for pid in workers) - waited_before
+        idle = common.idle_cpu_seconds() - idle_before
         bench_cpu = time.process_time() - bench_before
         redis_cpu = await _redis_cpu(redis) - redis_before
         failed = int(await redis.get(keys.stats_failed) or 0)
@@ -118,6 +122,10 @@ async def run_once(url: str, processes: int, total: int, concurrency: int) -> di
         "counted_jobs": float(counted),
         "worker_cpu_cores": cpu / wall,
         "redis_cpu_cores": redis_cpu / wall,
+        # Runnable but not running, while (idle) some CPU ran nothing at all:
+        # both at once means the scheduler, not a lack of cores, held it back.
+        "worker_runqueue_wait_cores": waited / wall,
+        "idle_cpu_cores": idle / wall,
         "bench_cpu_cores": bench_cpu / wall,
     }
 
@@ -145,6 +153,8 @@ async def bench(
             "p1_redis_cpu_cores": one["redis_cpu_cores"],
             "p2_redis_cpu_cores": two["redis_cpu_cores"],
             "p2_bench_cpu_cores": two["bench_cpu_cores"],
+            "p2_runqueue_wait_cores": two["worker_runqueue_wait_cores"],
+            "p2_idle_cpu_cores": two["idle_cpu_cores"],
         }
 
     runs = await common.repeat_runs(repeat, once, "multiprocess")
@@ -169,6 +179,8 @@ async def bench(
             ("p1_redis_cpu_cores", "redis-server CPU, 1 process", "cores"),
             ("p2_redis_cpu_cores", "redis-server CPU, 2 processes", "cores"),
             ("p2_bench_cpu_cores", "this benchmark's own CPU, 2 processes", "cores"),
+            ("p2_runqueue_wait_cores", "workers runnable, not running, 2 processes", "cores"),
+            ("p2_idle_cpu_cores", "CPU idle meanwhile, 2 processes", "cores"),
         ],
     )
     p1 = result["metrics"]["p1_jobs_per_s"]["median"]
