@@ -32,8 +32,10 @@ from cogworker_async.store.commands import Ack
 from cogworker_async.store.connection import drop_idle_connections
 from cogworker_async.store.faults import OutageLog, is_outage
 from cogworker_async.timing import idle_backoff
+from cogworker_async.worker.blocking import Woke, wait_for_work
 from cogworker_async.worker.giveback import GiveBack
 from cogworker_async.worker.handout import Handout
+from cogworker_async.worker.shedding import Shedder
 
 # Most jobs one call moves. Large: while jobs are quick, the cost of a call
 # (client and Redis) is mostly per call, and a worker running quick jobs is
@@ -47,12 +49,7 @@ MAX_IN_FLIGHT = 2
 # How long acks and prefetch may wait for company when no processor is short
 # of a job: a few more per call, far fewer calls when jobs finish one by one.
 GATHER_FOR = 0.001
-SHED_AFTER = 0.05  # held beyond prefetch this long: not quick jobs after all
 BLOCKING_WAIT = object()  # the blocking loop's entry among the calls out
-
-
-def _as_bytes(value: bytes | str) -> bytes:
-    return value if isinstance(value, bytes) else value.encode()
 
 
 def weighted_order(specs: Sequence[QueueSpec], strict: bool, rng: random.Random) -> list[str]:
@@ -110,13 +107,13 @@ class Fetcher:
         )
         # Put one job of ours back on its queue; False if it is still ours.
         self.give_back: Callable[[bytes], Awaitable[bool]] = self._give_back.one
-        self._shed_timer: asyncio.TimerHandle | None = None
-        # How many jobs processors must have taken by the time the timer
-        # fires for everything held beyond prefetch when it was set to be gone.
-        self._shed_mark = 0
-        # Jobs held a batch ahead sat unrun: no batch ahead until what is
-        # held has drained (a processor finds nothing ready).
-        self._slow = False
+        self._shedder = Shedder(
+            self._handout,
+            self._give_back,
+            prefetch=prefetch,
+            fetch_out=lambda: any(c is not BLOCKING_WAIT for c in self._fetching),
+            keep=self._deliver,
+        )
         # Calls out that may bring jobs (fetches asking for some, the blocking
         # wait) → when each went out: until its reply is in, the jobs it moved
         # are on the in-progress list and nowhere in memory.
@@ -149,7 +146,7 @@ class Fetcher:
     # --- processors' side -------------------------------------------------
     def _processor_waits(self) -> None:
         if not self._ready:
-            self._slow = False
+            self._shedder.drained()
         self._kick.set()
         self._short.set()
 
@@ -207,36 +204,6 @@ class Fetcher:
     def _deliver(self, jobs: Sequence[bytes]) -> None:
         self._handout.deliver(jobs)
 
-    def _shed_excess(self) -> None:
-        """Give back what was fetched ahead beyond ``prefetch`` and still waits.
-
-        A batch ahead is fetched only while jobs are quick, and quick jobs are
-        gone within milliseconds. Still waiting ``SHED_AFTER`` later, they are
-        not: the extra ones would sit here while other workers idle. They go
-        back to the front of their queues in one call, keeping their order:
-        never while a fetch is out (it may be taking the jobs behind them; the
-        timer is set again when it lands), and nothing is fetched until the
-        give back has landed (see ``_want``).
-        """
-        self._shed_timer = None
-        if self._closed or any(c is not BLOCKING_WAIT for c in self._fetching):
-            return
-        if self._handout.taken >= self._shed_mark:
-            self._watch_held()  # what was held then is gone: quick; watch what is held now
-            return
-        count = len(self._ready) - self._prefetch - self._handout.waiting()
-        if count <= 0:
-            return
-        self._slow = True
-        self._give_back.later([self._ready.pop() for _ in range(count)], keep=self._deliver)
-
-    def _watch_held(self) -> None:
-        """Check in ``SHED_AFTER`` that the jobs held beyond ``prefetch`` now were taken."""
-        excess = len(self._ready) - self._prefetch
-        if excess > 0 and self._shed_timer is None:
-            self._shed_mark = self._handout.taken + excess
-            self._shed_timer = asyncio.get_running_loop().call_later(SHED_AFTER, self._shed_excess)
-
     def isolate(self, on: bool) -> None:
         """Stop (or resume) fetching while a suspect waits for, or has, the process alone."""
         self._isolating += 1 if on else -1
@@ -254,7 +221,7 @@ class Fetcher:
         """
         if self._prefetch == 0:
             return 0  # asked for none: nothing held beyond demand, ever
-        quick = self._handout.quick and not self._slow
+        quick = self._handout.quick and not self._shedder.slow
         return self._prefetch + (AHEAD_BATCHES * self._last_batch if quick else 0)
 
     def _lane_want(self) -> int:
@@ -382,7 +349,7 @@ class Fetcher:
             )
         self._broken = set(result.broken_queues)
         self._deliver(result.jobs)
-        self._watch_held()
+        self._shedder.watch()
         # Out of both only now: the jobs it moved are in memory (held) at last.
         del self._in_flight[call_id]
         self._fetching.pop(call_id, None)
@@ -407,7 +374,7 @@ class Fetcher:
                 continue
             self._fetching[BLOCKING_WAIT] = time.monotonic()
             try:
-                got = await self._block_once(streak)
+                woke = await self._block_once(streak)
             except Exception as exc:  # noqa: BLE001 - the loop must outlive any one failure
                 if is_outage(exc):
                     self._outage.failed(exc)
@@ -417,49 +384,37 @@ class Fetcher:
                 continue
             finally:
                 del self._fetching[BLOCKING_WAIT]
+            got = woke in (Woke.JOB, Woke.WOKEN)
             streak = 0 if got else streak + 1
-            if got:
-                self._dry = False
+            if woke is not Woke.NOTHING:
+                self._dry = False  # a job or a wake-up: the lanes look again
+            if woke is Woke.JOB:
                 # Demand may have gone while it waited (a give back landing
                 # wakes it too): what it brought is watched like any fetch.
-                self._watch_held()
-            if self._want() == 0 or got:
+                self._shedder.watch()
+            if self._want() == 0 or woke is not Woke.NOTHING:
                 self._starving.clear()
                 self._kick.set()
 
-    async def _block_once(self, streak: int) -> bool:
-        """One blocking wait; True when it brought work (or a wake-up)."""
+    async def _block_once(self, streak: int) -> Woke:
+        """One blocking wait on the unpaused queues; a job it brings is delivered."""
         paused = await self._redis.smembers(self._keys.paused)
         self._paused = {p.decode() if isinstance(p, bytes) else p for p in paused}
         names = [s.name for s in self._specs if s.name not in self._paused]
         if not names:
             await anyio.sleep(idle_backoff(streak, self._idle_max, self._rng))
-            return False
-        if not self.reliable:
-            reply = await self._blocking.brpop(
-                [self._keys.queue(n) for n in self._order()], timeout=self._idle_max
-            )
-            if reply is None:
-                return False
-            self._deliver([_as_bytes(reply[1])])
-            return True
-        if len(names) == 1:
-            job = await self._blocking.blmove(
-                self._keys.queue(names[0]),
-                self._keys.in_progress(self._identity),
-                self._idle_max,  # type: ignore[arg-type]  # Redis takes fractional seconds
-                "RIGHT",
-                "LEFT",
-            )
-            if job is None:
-                return False
-            self._deliver([_as_bytes(job)])
-            return True
-        timeout = idle_backoff(streak, self._idle_max, self._rng)
-        marker = await self._blocking.bzpopmin([self._keys.wakeup(n) for n in names], timeout)
-        # Woken or timed out, look once: a producer that doesn't touch the
-        # marker still gets its job run within fetch_idle_max_interval.
-        self._dry = False
-        self._starving.clear()
-        self._kick.set()
-        return marker is not None
+            return Woke.NOTHING
+        on_markers = self.reliable and len(names) > 1
+        woke, job = await wait_for_work(
+            self._blocking,
+            self._keys,
+            identity=self._identity,
+            queues=self._order() if not self.reliable else names,
+            reliable=self.reliable,
+            block_for=idle_backoff(streak, self._idle_max, self._rng)
+            if on_markers
+            else self._idle_max,
+        )
+        if job is not None:
+            self._deliver([job])
+        return woke
