@@ -48,8 +48,8 @@ if ARGV[1] ~= "" then redis.call("LREM", KEYS[2], -1, ARGV[1]) end
 return redis.call("LMOVE", KEYS[1], KEYS[2], "RIGHT", "LEFT")
 """
 
-ACK_AND_MOVE_BATCH = """
-for i = 2, #ARGV do redis.call("LREM", KEYS[2], -1, ARGV[i]) end
+# Moves up to ARGV[1] jobs from the queue's tail into the in-progress list.
+_MOVE_BATCH = """
 local want = tonumber(ARGV[1])
 if want == 0 then return {} end
 local batch = redis.call("LRANGE", KEYS[1], -want, -1)
@@ -61,19 +61,19 @@ redis.call("LTRIM", KEYS[1], 0, -(#batch + 1))
 return taken
 """
 
-TRIM_AND_MOVE_BATCH = """
+# ARGV[2..] = the finished jobs, removed by value.
+ACK_AND_MOVE_BATCH = (
+    """for i = 2, #ARGV do redis.call("LREM", KEYS[2], -1, ARGV[i]) end""" + _MOVE_BATCH
+)
+
+# ARGV[2] = how many finished jobs to trim off the list's tail, unchecked.
+TRIM_AND_MOVE_BATCH = (
+    """
 local acked = tonumber(ARGV[2])
 if acked > 0 then redis.call("LTRIM", KEYS[2], 0, -(acked + 1)) end
-local want = tonumber(ARGV[1])
-if want == 0 then return {} end
-local batch = redis.call("LRANGE", KEYS[1], -want, -1)
-if #batch == 0 then return {} end
-local taken = {}
-for j = #batch, 1, -1 do taken[#taken + 1] = batch[j] end
-redis.call("LPUSH", KEYS[2], unpack(taken))
-redis.call("LTRIM", KEYS[1], 0, -(#batch + 1))
-return taken
 """
+    + _MOVE_BATCH
+)
 
 
 async def _run(raw: bytes) -> None:

@@ -42,6 +42,22 @@ def _give_back(redis: Redis, keys: Keys) -> GiveBack:
     )
 
 
+async def _in_background(back: GiveBack, newest_first: list[bytes]) -> list[bytes]:
+    """Give jobs back through ``later`` and its task; returns what was kept."""
+    kept: list[bytes] = []
+    done = anyio.Event()
+    async with anyio.create_task_group() as group:
+        group.start_soon(back.run, done.set)
+        back.later(newest_first, keep=kept.extend)
+        assert back.busy
+        assert back.pending == newest_first  # still ours (held) until it lands
+        with anyio.fail_after(10):
+            await done.wait()
+        group.cancel_scope.cancel()
+    assert not back.busy
+    return kept
+
+
 @pytest.fixture
 def reply_lost_once(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The first give back runs in Redis, then its reply is 'lost' (a connection error)."""
@@ -73,19 +89,7 @@ async def test_background_give_back_after_a_lost_reply_keeps_nothing(
     redis: Redis, keys: Keys, reply_lost_once: list[int]
 ) -> None:
     a, b, c = await _fetched(redis, keys, 3)
-    back = _give_back(redis, keys)
-    kept: list[bytes] = []
-    done = anyio.Event()
-    async with anyio.create_task_group() as group:
-        group.start_soon(back.run, done.set)
-        back.later([c, b], keep=kept.extend)
-        assert back.busy
-        assert back.pending == [c, b]  # still ours (held) until it lands
-        with anyio.fail_after(10):
-            await done.wait()
-        group.cancel_scope.cancel()
-    assert kept == []
-    assert not back.busy
+    assert await _in_background(_give_back(redis, keys), [c, b]) == []
     assert await redis.lrange(keys.in_progress(ME), 0, -1) == [a]
     assert await drain(redis, keys.queue("q")) == [b, c]
 
@@ -94,14 +98,5 @@ async def test_jobs_a_queue_refuses_are_kept_oldest_first(redis: Redis, keys: Ke
     a, b = await _fetched(redis, keys, 2)
     await redis.delete(keys.queue("q"))
     await redis.set(keys.queue("q"), "not a list")
-    back = _give_back(redis, keys)
-    kept: list[bytes] = []
-    done = anyio.Event()
-    async with anyio.create_task_group() as group:
-        group.start_soon(back.run, done.set)
-        back.later([b, a], keep=kept.extend)
-        with anyio.fail_after(10):
-            await done.wait()
-        group.cancel_scope.cancel()
-    assert kept == [a, b]
+    assert await _in_background(_give_back(redis, keys), [b, a]) == [a, b]
     assert await redis.lrange(keys.in_progress(ME), 0, -1) == [b, a]
