@@ -32,19 +32,13 @@ from cogworker_async.store.commands import Ack
 from cogworker_async.store.connection import drop_idle_connections
 from cogworker_async.store.faults import OutageLog, is_outage
 from cogworker_async.timing import idle_backoff
+from cogworker_async.worker.acks import AckBook
 from cogworker_async.worker.blocking import Woke, wait_for_work
+from cogworker_async.worker.demand import Demand
 from cogworker_async.worker.giveback import GiveBack
 from cogworker_async.worker.handout import Handout
 from cogworker_async.worker.shedding import Shedder
 
-# Most jobs one call moves. Large: while jobs are quick, the cost of a call
-# (client and Redis) is mostly per call, and a worker running quick jobs is
-# bound by how many it gets per round trip (100 -> 300: ~165k -> ~233k no-op
-# jobs/s in one process, BENCHMARKS.md).
-MAX_BATCH = 300
-# Batches held beyond prefetch while jobs are quick: one runs while the call
-# for the next is out, and one more covers a reply that waits for the loop.
-AHEAD_BATCHES = 2
 MAX_IN_FLIGHT = 2
 # How long acks and prefetch may wait for company when no processor is short
 # of a job: a few more per call, far fewer calls when jobs finish one by one.
@@ -89,10 +83,6 @@ class Fetcher:
         self._log = logger
         self._rng = rng
         self._on_missing_ack = on_missing_ack
-        # Jobs fetched ahead of demand (already in progress, so recovered and
-        # requeued like any other): a processor finishing a job finds the next
-        # one waiting instead of paying a round trip for it.
-        self._prefetch = prefetch
         self._handout = Handout(on_wait=self._processor_waits)
         self._ready = self._handout.ready
         # The processors' call for their next job, without a coroutine between.
@@ -114,31 +104,17 @@ class Fetcher:
             fetch_out=lambda: any(c is not BLOCKING_WAIT for c in self._fetching),
             keep=self._deliver,
         )
+        self._demand = Demand(self._handout, self._shedder, self._give_back, prefetch=prefetch)
+        self._acks = AckBook()
         # Calls out that may bring jobs (fetches asking for some, the blocking
         # wait) → when each went out: until its reply is in, the jobs it moved
         # are on the in-progress list and nowhere in memory.
         self._fetching: dict[object, float] = {}
-        self._last_batch = 0
-        self._acks: list[Ack] = []
-        self._resent: set[bytes] = set()
-        # Acks sent in calls not yet answered (a call's id → its acks), and
-        # how many jobs those calls asked for.
-        self._in_flight: dict[object, list[Ack]] = {}
-        self._requested = 0
         self._kick = asyncio.Event()
         # Set when a processor has to wait for a job: ends any gathering.
         self._short = asyncio.Event()
         self._gathering = False
         self._starving = asyncio.Event()
-        # The last fetch came back short: the queues are dry. The lanes ask for
-        # no more (they would spin on empty queues) until the blocking wait
-        # brings a job or a wake-up; acks still go at once.
-        self._dry = False
-        self._closed = False
-        # While a suspect (a job recovered from a dead process) waits to run
-        # alone or runs, nothing new is fetched: a job held here when it
-        # crashes us would be orphaned with it.
-        self._isolating = 0
         self._paused: set[str] = set()
         self._broken: set[str] = set()
         self._outage = OutageLog("Fetch", logger)
@@ -154,7 +130,7 @@ class Fetcher:
         """Acknowledge a finished job with the next call (batched)."""
         if not self.reliable:
             raw, jid = b"", ""  # basic mode: nothing to remove, only counted
-        self._acks.append(Ack(raw, jid))
+        self._acks.add(Ack(raw, jid))
         self._kick.set()
 
     @property
@@ -181,22 +157,19 @@ class Fetcher:
     @property
     def acks_out(self) -> bool:
         """Finished jobs whose ack has not landed yet (they are still on the list)."""
-        return bool(self._acks) or any(self._in_flight.values())
+        return self._acks.out
 
     def pending_ack_raws(self) -> list[bytes]:
         """Finished jobs whose ack hasn't landed yet (still on the list, not strays)."""
-        in_flight = [a.raw for acks in self._in_flight.values() for a in acks]
-        return in_flight + [a.raw for a in self._acks]
+        return self._acks.pending_raws()
 
     def take_pending_acks(self) -> list[Ack]:
-        in_flight = [a for acks in self._in_flight.values() for a in acks]
-        acks, self._acks = [*in_flight, *self._acks], []
-        self._in_flight.clear()
-        return acks
+        """Every ack not yet landed, taken out: shutdown sends them itself."""
+        return self._acks.take_all()
 
     def close(self) -> None:
         """Stop handing out jobs: waiting processors get None."""
-        self._closed = True
+        self._demand.closed = True
         self._handout.close()
         self._kick.set()
         self._starving.set()
@@ -206,33 +179,9 @@ class Fetcher:
 
     def isolate(self, on: bool) -> None:
         """Stop (or resume) fetching while a suspect waits for, or has, the process alone."""
-        self._isolating += 1 if on else -1
-        if not on and self._isolating == 0:
+        self._demand.isolating += 1 if on else -1
+        if not on and self._demand.isolating == 0:
             self._kick.set()
-
-    def _ahead(self) -> int:
-        """How many jobs to hold beyond the waiting processors.
-
-        ``prefetch``; and while jobs are quick (running processors take the
-        next one themselves, see ``Handout``) ``AHEAD_BATCHES`` batches more:
-        the call for the next batch then goes out as soon as one arrives, and
-        is back before those are done, so the worker never sits out a round
-        trip.
-        """
-        if self._prefetch == 0:
-            return 0  # asked for none: nothing held beyond demand, ever
-        quick = self._handout.quick and not self._shedder.slow
-        return self._prefetch + (AHEAD_BATCHES * self._last_batch if quick else 0)
-
-    def _lane_want(self) -> int:
-        """What the lanes ask for: nothing while the queues are dry (see ``block_loop``)."""
-        return 0 if self._dry else max(0, self._want() - self._requested)
-
-    def _want(self) -> int:
-        if self._closed or self._isolating or self._give_back.busy:
-            return 0
-        waiting = self._handout.waiting()
-        return max(0, min(MAX_BATCH, waiting + self._ahead() - len(self._ready)))
 
     def _order(self) -> list[str]:
         specs = [s for s in self._specs if s.name not in self._paused]
@@ -254,33 +203,19 @@ class Fetcher:
             for _ in range(MAX_IN_FLIGHT):
                 lanes.start_soon(self._lane)
 
-    def _starved(self) -> bool:
-        """Short of jobs even once every call in flight returned.
-
-        Short: some processor would have none, or the jobs held ahead would be
-        under half of ``_ahead()`` — a burst of finishing jobs would empty them
-        before a gathered call could refill them.
-        """
-        if self._isolating:
-            # A suspect waits for every ack to land before it runs alone.
-            return bool(self._acks)
-        if self._closed:
-            return False
-        waiting = self._handout.waiting()
-        return waiting + self._ahead() // 2 > len(self._ready) + self._requested
-
     async def _lane(self) -> None:
+        demand = self._demand
         while True:
-            if self._dry and self._want() > self._requested:
+            if demand.dry and demand.want() > demand.requested:
                 self._starving.set()  # short of jobs, queues dry: the blocking wait is on
-            want = self._lane_want()
-            if self._acks or want:
-                if self._starved():
+            want = demand.lane_want()
+            if self._acks.waiting or want:
+                if demand.starved(self._acks.waiting):
                     await self._send(want)
                     continue
-                if not self._in_flight and not self._gathering:
+                if not self._acks.calls_out and not self._gathering:
                     await self._gather()
-                    await self._send(self._lane_want())
+                    await self._send(demand.lane_want())
                     continue
             self._kick.clear()
             await self._kick.wait()
@@ -296,15 +231,11 @@ class Fetcher:
             self._gathering = False
 
     async def _send(self, want: int) -> None:
-        if not self._acks and not want:
+        if not self._acks.waiting and not want:
             return
-        acks, self._acks = self._acks, []
-        self._requested += want
-        await self._call(acks, want)
-
-    async def _call(self, acks: list[Ack], want: int) -> None:
         call_id = object()
-        self._in_flight[call_id] = acks
+        acks = self._acks.send(call_id)
+        self._demand.requested += want
         sent = time.monotonic()
         if want:
             self._fetching[call_id] = sent
@@ -319,13 +250,9 @@ class Fetcher:
                 reliable=self.reliable,
             )
         except Exception as exc:  # noqa: BLE001 - any failure: keep the acks, retry soon
-            del self._in_flight[call_id]
+            self._acks.failed(call_id)
             self._fetching.pop(call_id, None)
-            self._requested -= want
-            self._acks[:0] = acks
-            # The call may have run before the link dropped: a resent ack
-            # finding its job gone is then no sign of a second run.
-            self._resent.update(a.raw for a in acks)
+            self._demand.requested -= want
             if is_outage(exc):
                 self._outage.failed(exc)
                 await drop_idle_connections(self._redis)
@@ -334,14 +261,10 @@ class Fetcher:
             await anyio.sleep(0.2 + 0.3 * self._rng.random())
             self._kick.set()
             return
-        self._requested -= want
+        self._demand.requested -= want
         self._outage.succeeded(sent)
-        for missing in result.missing_acks:
-            if missing.raw in self._resent:
-                continue
+        for missing in self._acks.answered(call_id, result.missing_acks):
             self._on_missing_ack(missing)
-        if self._resent:
-            self._resent.difference_update(a.raw for a in acks)
         if result.broken_queues and set(result.broken_queues) != self._broken:
             self._log.error(
                 "queue key(s) of the wrong type skipped: %s: their jobs wait until it is fixed",
@@ -350,13 +273,12 @@ class Fetcher:
         self._broken = set(result.broken_queues)
         self._deliver(result.jobs)
         self._shedder.watch()
-        # Out of both only now: the jobs it moved are in memory (held) at last.
-        del self._in_flight[call_id]
+        # Only now: the jobs it moved are in memory (held) at last.
         self._fetching.pop(call_id, None)
         if result.jobs:
-            self._last_batch = len(result.jobs)
+            self._demand.last_batch = len(result.jobs)
         if want and len(result.jobs) < want:
-            self._dry = True
+            self._demand.dry = True
             self._starving.set()
 
     # --- the blocking loop ----------------------------------------------------
@@ -365,9 +287,9 @@ class Fetcher:
         streak = 0
         while True:
             await self._starving.wait()
-            if self._closed:
+            if self._demand.closed:
                 return
-            if self._isolating:
+            if self._demand.isolating:
                 # Nothing new while a suspect waits to run alone (isolate()
                 # kicks the lanes when it is done, and they look again).
                 self._starving.clear()
@@ -387,12 +309,12 @@ class Fetcher:
             got = woke in (Woke.JOB, Woke.WOKEN)
             streak = 0 if got else streak + 1
             if woke is not Woke.NOTHING:
-                self._dry = False  # a job or a wake-up: the lanes look again
+                self._demand.dry = False  # a job or a wake-up: the lanes look again
             if woke is Woke.JOB:
                 # Demand may have gone while it waited (a give back landing
                 # wakes it too): what it brought is watched like any fetch.
                 self._shedder.watch()
-            if self._want() == 0 or woke is not Woke.NOTHING:
+            if self._demand.want() == 0 or woke is not Woke.NOTHING:
                 self._starving.clear()
                 self._kick.set()
 
