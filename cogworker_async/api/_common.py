@@ -1,4 +1,4 @@
-"""Helpers the admin views share: reading Redis replies as text, and the
+"""Helpers the admin views share: the set members and key types they read, and the
 wrong-type warning every view gives instead of raising on bad data.
 
 There is one logger for the whole package, named ``cogworker_async.api`` as
@@ -13,18 +13,12 @@ import logging
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from cogworker_async.store.replies import loose_text, text
+
 log = logging.getLogger(__name__.rpartition(".")[0])
 
 _SCAN_COUNT = 500
 _GLOB_SPECIAL = frozenset("*?[]\\")
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
-def _loose_text(value: bytes | str) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
 
 
 def _is_wrong_type(exc: BaseException) -> bool:
@@ -32,7 +26,7 @@ def _is_wrong_type(exc: BaseException) -> bool:
 
 
 async def _warn_wrong_type(redis: Redis, key: str, expected: str, consequence: str) -> None:
-    found = _text(await redis.type(key))
+    found = text(await redis.type(key))
     log.warning(
         "%s holds a %s, not a %s: %s (a worker's key guard moves it to quarantine)",
         key,
@@ -51,7 +45,7 @@ async def _set_members(redis: Redis, key: str, consequence: str) -> list[str]:
             raise
         await _warn_wrong_type(redis, key, "set", consequence)
         return []
-    return sorted(_loose_text(m) for m in members)
+    return sorted(loose_text(m) for m in members)
 
 
 def _glob_escape(text: str) -> str:

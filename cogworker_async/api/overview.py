@@ -15,8 +15,9 @@ import orjson
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from cogworker_async.api._common import _is_wrong_type, _set_members, _text, _warn_wrong_type
+from cogworker_async.api._common import _is_wrong_type, _set_members, _warn_wrong_type
 from cogworker_async.keys import Keys
+from cogworker_async.store.replies import text as _text
 
 
 @dataclass(frozen=True, slots=True)

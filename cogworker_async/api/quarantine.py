@@ -9,8 +9,10 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from cogworker_async.api._common import _SCAN_COUNT, _glob_escape, _loose_text, _text
+from cogworker_async.api._common import _SCAN_COUNT, _glob_escape
 from cogworker_async.keys import Keys
+from cogworker_async.store.replies import loose_text as _loose_text
+from cogworker_async.store.replies import text as _text
 
 
 @dataclass(frozen=True, slots=True)

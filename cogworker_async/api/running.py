@@ -14,14 +14,10 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 
-from cogworker_async.api._common import (
-    _is_wrong_type,
-    _loose_text,
-    _set_members,
-    _warn_wrong_type,
-)
+from cogworker_async.api._common import _is_wrong_type, _set_members, _warn_wrong_type
 from cogworker_async.api.sets import parse_entry
 from cogworker_async.keys import Keys
+from cogworker_async.store.replies import loose_text as _loose_text
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,12 +24,12 @@ from cogworker_async.api._common import (
     _SCAN_COUNT,
     _glob_escape,
     _is_wrong_type,
-    _loose_text,
     _warn_wrong_type,
     log,
 )
 from cogworker_async.keys import Keys
 from cogworker_async.store import admin
+from cogworker_async.store.replies import loose_text as _loose_text
 
 SetName = Literal["retry", "dead", "schedule"]
 SET_NAMES: tuple[SetName, ...] = ("retry", "dead", "schedule")

@@ -12,6 +12,7 @@ import orjson
 from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
+from cogworker_async.store.replies import text
 from cogworker_async.store.scripts import EncodableArg, script
 
 DAY_STAT_TTL = 5 * 365 * 24 * 3600
@@ -81,7 +82,7 @@ async def fetch(
         *queues,
     ]
     taken, missing, broken = await script("fetch").run(redis, script_keys, args)
-    names = [b.decode() if isinstance(b, bytes) else str(b) for b in broken]
+    names = [text(b) for b in broken]
     return FetchResult(list(taken), [acks[i - 1] for i in missing], names)
 
 
@@ -191,7 +192,7 @@ async def requeue(
     moved, failed, unread = int(reply[0]), int(reply[1]), int(reply[2])
     if moved < 0:
         return RequeueResult(True, 0, 0, [], [])
-    names = [n.decode() if isinstance(n, bytes) else str(n) for n in reply[3 : 3 + unread]]
+    names = [text(n) for n in reply[3 : 3 + unread]]
     return RequeueResult(False, moved, failed, names, list(reply[3 + unread :]))
 
 
@@ -238,7 +239,7 @@ async def graduate(
     for item in items:
         args.extend((item.entry, item.payload, item.queue))
     moved, deferred = await script("graduate").run(redis, [source, keys.queues], args)
-    return GraduateResult(int(moved), [d.decode() if isinstance(d, bytes) else d for d in deferred])
+    return GraduateResult(int(moved), [text(d) for d in deferred])
 
 
 async def bury(redis: Redis, keys: Keys, *, source: str, entry: bytes, dead_entry: bytes) -> bool:

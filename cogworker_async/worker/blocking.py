@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
+from cogworker_async.store.replies import raw
 
 
 class Woke(enum.Enum):
@@ -20,10 +21,6 @@ class Woke(enum.Enum):
     JOB = "job"  # brought one job
     WOKEN = "woken"  # a wake-up marker fired: look once
     LOOK = "look"  # timed out on the markers: look once anyway
-
-
-def _as_bytes(value: bytes | str) -> bytes:
-    return value if isinstance(value, bytes) else value.encode()
 
 
 async def wait_for_work(
@@ -38,7 +35,7 @@ async def wait_for_work(
     """Block up to ``block_for`` s (Redis's own timeout) on ``queues``, unpaused, in order."""
     if not reliable:
         reply = await blocking.brpop([keys.queue(n) for n in queues], timeout=block_for)
-        return (Woke.NOTHING, None) if reply is None else (Woke.JOB, _as_bytes(reply[1]))
+        return (Woke.NOTHING, None) if reply is None else (Woke.JOB, raw(reply[1]))
     if len(queues) == 1:
         job = await blocking.blmove(
             keys.queue(queues[0]),
@@ -47,7 +44,7 @@ async def wait_for_work(
             "RIGHT",
             "LEFT",
         )
-        return (Woke.NOTHING, None) if job is None else (Woke.JOB, _as_bytes(job))
+        return (Woke.NOTHING, None) if job is None else (Woke.JOB, raw(job))
     marker = await blocking.bzpopmin([keys.wakeup(n) for n in queues], block_for)
     # Timed out, look once too: a producer that doesn't touch the marker
     # still gets its job run within fetch_idle_max_interval.

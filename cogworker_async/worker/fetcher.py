@@ -31,6 +31,7 @@ from cogworker_async.store import commands
 from cogworker_async.store.commands import Ack
 from cogworker_async.store.connection import drop_idle_connections
 from cogworker_async.store.faults import OutageLog, is_outage
+from cogworker_async.store.replies import text
 from cogworker_async.timing import idle_backoff
 from cogworker_async.worker.acks import AckBook
 from cogworker_async.worker.blocking import Woke, wait_for_work
@@ -321,7 +322,7 @@ class Fetcher:
     async def _block_once(self, streak: int) -> Woke:
         """One blocking wait on the unpaused queues; a job it brings is delivered."""
         paused = await self._redis.smembers(self._keys.paused)
-        self._paused = {p.decode() if isinstance(p, bytes) else p for p in paused}
+        self._paused = {text(p) for p in paused}
         names = [s.name for s in self._specs if s.name not in self._paused]
         if not names:
             await anyio.sleep(idle_backoff(streak, self._idle_max, self._rng))

@@ -27,11 +27,8 @@ from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
 from cogworker_async.store import commands
 from cogworker_async.store.faults import is_outage
+from cogworker_async.store.replies import text as _text
 from cogworker_async.worker.unsettled import file_unsettled
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 @dataclass

@@ -1,0 +1,22 @@
+"""Redis replies as Python values: the client hands back bytes, or str when decoding is on.
+
+One place for the conversions every reader of a reply needs, so a change of
+client or ``decode_responses`` touches nothing else.
+"""
+
+from __future__ import annotations
+
+
+def text(value: object) -> str:
+    """A reply as text: bytes decoded as UTF-8 (strictly), anything else through ``str``."""
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def loose_text(value: object) -> str:
+    """As ``text``, but bytes that are not UTF-8 are shown with replacement characters."""
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def raw(value: bytes | str) -> bytes:
+    """A reply as bytes (a job payload exactly as stored)."""
+    return value if isinstance(value, bytes) else value.encode()
