@@ -76,6 +76,15 @@ class Keys:
         return f"{self.ns}:last_beat"
 
     @property
+    def beating_since(self) -> str:
+        """identity → when its current unbroken run of beats began (Redis's clock).
+
+        Orphan recovery trusts a judge only once it has beaten without a gap
+        longer than ``heartbeat_ttl`` for at least ``orphan_threshold``.
+        """
+        return f"{self.ns}:beating_since"
+
+    @property
     def live_queues(self) -> str:
         return f"{self.ns}:live_queues"
 

@@ -4,6 +4,12 @@
 -- KEYS[3] = in_progress_identities set, KEYS[4] = live_queues sorted set
 -- KEYS[5] = workers:<identity> hash, KEYS[6] = processes set
 -- KEYS[7] = signals:<identity> list (remote control: "quiet", "stop"), drained
+-- KEYS[8] = beating_since hash: identity -> when its current unbroken run of
+--           beats began. A run is broken by a gap longer than the presence
+--           TTL between two beats as Redis saw them, or by Redis's clock
+--           going back: after an outage, a restart from an old snapshot or a
+--           refused (OOM) write, the run starts again. Orphan recovery only
+--           trusts a judge whose run is at least orphan_threshold long.
 -- ARGV[1] = JSON object {identity, info, ttl_ms, clock, queues: [...],
 --            workers: {slot: json}, reliable: bool}
 -- Returns {the stamp written (Redis's clock, epoch s; the caller's clock only
@@ -16,6 +22,13 @@ local now = tonumber(beat["clock"])
 local ok, time = pcall(redis.call, "TIME")
 if ok then
   now = tonumber(time[1]) + tonumber(time[2]) / 1000000
+end
+-- Read before the stamp below is overwritten; a stamp that is not a number
+-- counts as none (the run starts now).
+local previous = tonumber(redis.call("HGET", KEYS[2], beat["identity"]) or "")
+local since = tonumber(redis.call("HGET", KEYS[8], beat["identity"]) or "")
+if not previous or not since or now < previous or now - previous > beat["ttl_ms"] / 1000 then
+  redis.call("HSET", KEYS[8], beat["identity"], string.format("%.6f", now))
 end
 redis.call("SET", KEYS[1], beat["info"], "PX", beat["ttl_ms"])
 redis.call("HSET", KEYS[2], beat["identity"], string.format("%.6f", now))

@@ -5,6 +5,8 @@
 -- KEYS[1] = the in-progress list, KEYS[2] = its owner's presence key
 -- KEYS[3] = last_beat hash, KEYS[4] = repeat_orphans list, KEYS[5] = dead set
 -- KEYS[6] = queues set, KEYS[7] = live_queues sorted set
+-- KEYS[8] = beating_since hash, KEYS[9] = processes set,
+-- KEYS[10] = the owner's workers hash, KEYS[11] = in_progress_identities set
 -- Every job recovered from a dead process goes back marked as a suspect: its
 -- payload gains a leading `"suspect":1` field (inserted as text, nothing else
 -- re-encoded), and the next worker runs it alone. A job that crashed its
@@ -18,15 +20,36 @@
 --   queue_prefix, wakeup_prefix, default_queue   (see requeue_job)
 --   counter_prefix, counter_ttl, max_orphanings  (orphan counting)
 --   live_window     a queue stamped by a live process this recently is read
+--   judge, judge_ttl  (recovering only) the identity of the process asking,
+--                   and the longest gap between its beats that still counts
+--                   as beating (heartbeat_ttl)
 -- ARGV[2..] = marks: "d:<job>" finished jobs whose ack failed (dropped: that
 --   is their ack), "k:<job>" jobs to leave on the list.
--- Returns {-1, 0, 0} when the owner is alive after all (nothing touched), else
+-- Returns {-1, 0, 0} when the owner is alive after all (nothing touched),
+-- {-2, 0, 0} when the judge's own view can't be trusted yet (nothing touched:
+-- see "Who may judge" below), else
 -- {moved, failed, u, <u queue names no live process reads>...,
 --  <jobs filed raw into dead because the parking list was unusable>...}.
 --
 -- Why one script: checked apart from the requeue, an owner that beat in
 -- between would lose jobs it is still running to a second run; and two
 -- processes recovering one list can't both move a job.
+--
+-- Who may judge. "No beat for orphan_threshold" only means "dead" if Redis
+-- was up and taking beats for that whole time. A stale picture (Redis back
+-- from an outage, restarted from an old snapshot, refusing writes for lack
+-- of memory, or a restart the judge never saw) shows every live process as
+-- silent. So the judge must itself have beaten without a gap longer than
+-- judge_ttl for at least orphan_threshold, on Redis's clock, and its last
+-- beat must be fresh: then Redis demonstrably took beats through the whole
+-- window in which the owner wrote none. After any such stale picture the
+-- judge's own run starts again and nobody is judged for orphan_threshold,
+-- which gives every live process that long to beat again.
+--
+-- A dead owner whose list ends up empty leaves the registries here, in the
+-- same step (its stamps, its process-set entry, its workers hash): checked
+-- and then removed in two calls, a job landing between them would sit on a
+-- list that no registry names.
 --- @include requeue_job
 
 local cfg = cjson.decode(ARGV[1])
@@ -34,7 +57,7 @@ if redis.replicate_commands then redis.replicate_commands() end
 local clock = tonumber(cfg["clock"])
 local clock_ok, clock_reply = pcall(redis.call, "TIME")
 if clock_ok then
-  clock = tonumber(clock_reply[1])
+  clock = tonumber(clock_reply[1]) + tonumber(clock_reply[2]) / 1000000
 end
 
 local recovering = cfg["threshold"] ~= false and cfg["threshold"] ~= nil
@@ -46,6 +69,13 @@ if recovering then
   local last = tonumber(redis.call("HGET", KEYS[3], cfg["identity"]) or "")
   if last and clock - last <= tonumber(cfg["threshold"]) then
     return {-1, 0, 0}
+  end
+  local judge_last = tonumber(redis.call("HGET", KEYS[3], cfg["judge"]) or "")
+  local judge_since = tonumber(redis.call("HGET", KEYS[8], cfg["judge"]) or "")
+  if not judge_last or not judge_since or clock < judge_last
+      or clock - judge_last > tonumber(cfg["judge_ttl"])
+      or clock - judge_since < tonumber(cfg["threshold"]) then
+    return {-2, 0, 0}
   end
 end
 
@@ -148,6 +178,15 @@ for _ = 1, redis.call("LLEN", KEYS[1]) do
 end
 for _, job in ipairs(kept) do
   redis.call("RPUSH", KEYS[1], job)
+end
+if recovering and redis.call("LLEN", KEYS[1]) == 0 then
+  -- pcall: a registry key of the wrong type must not undo the requeue above
+  -- (Redis keeps a script's writes up to an error); the key guard fixes it.
+  redis.pcall("SREM", KEYS[11], cfg["identity"])
+  redis.pcall("HDEL", KEYS[3], cfg["identity"])
+  redis.pcall("HDEL", KEYS[8], cfg["identity"])
+  redis.pcall("SREM", KEYS[9], cfg["identity"])
+  redis.pcall("DEL", KEYS[10])
 end
 local reply = {moved, failed, 0}
 for name in pairs(unlisted) do

@@ -149,6 +149,8 @@ class RequeueResult:
     failed: int
     unread_queues: list[str]
     raw_burials: list[bytes]
+    # The judge's own view of Redis could not be trusted yet: nobody judged.
+    untrusted: bool = False
 
 
 async def requeue(
@@ -162,8 +164,16 @@ async def requeue(
     live_window: float,
     finished: Sequence[bytes] = (),
     keep: Sequence[bytes] = (),
+    judge: str = "",
+    judge_ttl: float = 0.0,
 ) -> RequeueResult:
-    """Requeue ``identity``'s in-progress list; with ``threshold``, only if it is dead."""
+    """Requeue ``identity``'s in-progress list; with ``threshold``, only if it is dead.
+
+    With ``threshold`` the verdict is the script's (see requeue.lua, "Who may
+    judge"): ``judge`` is the asking process, trusted only once it has beaten
+    without a gap over ``judge_ttl`` for ``threshold``; ``untrusted`` says it
+    was not yet.
+    """
     config: dict[str, Any] = {
         "identity": identity,
         "threshold": threshold if threshold is not None else False,
@@ -175,6 +185,8 @@ async def requeue(
         "counter_ttl": ORPHANINGS_TTL,
         "max_orphanings": max_orphanings,
         "live_window": live_window,
+        "judge": judge,
+        "judge_ttl": judge_ttl,
     }
     script_keys = [
         keys.in_progress(identity),
@@ -184,12 +196,18 @@ async def requeue(
         keys.dead,
         keys.queues,
         keys.live_queues,
+        keys.beating_since,
+        keys.processes,
+        keys.workers(identity),
+        keys.in_progress_identities,
     ]
     args: list[EncodableArg] = [orjson.dumps(config)]
     args.extend(b"d:" + raw for raw in finished)
     args.extend(b"k:" + raw for raw in keep)
     reply = await script("requeue").run(redis, script_keys, args)
     moved, failed, unread = int(reply[0]), int(reply[1]), int(reply[2])
+    if moved == -2:
+        return RequeueResult(False, 0, 0, [], [], untrusted=True)
     if moved < 0:
         return RequeueResult(True, 0, 0, [], [])
     names = [text(n) for n in reply[3 : 3 + unread]]

@@ -66,8 +66,13 @@ class Heartbeat:
         self._thread: threading.Thread | None = None
         self._redis = redis.Redis.from_url(
             settings.redis_url,
+            # Bounded by the beat interval: a beat stuck on a dead link or a
+            # slow connect must not keep this process silent long after Redis
+            # answers again (recovery gives it orphan_threshold, no more).
             socket_timeout=min(settings.socket_timeout, settings.heartbeat_interval * 2),
-            socket_connect_timeout=min(settings.socket_timeout, 5.0),
+            socket_connect_timeout=min(
+                settings.socket_timeout, 5.0, max(1.0, settings.heartbeat_interval * 2)
+            ),
             retry=Retry(NoBackoff(), 0),
         )
         self.started_at = time.time()
@@ -111,6 +116,7 @@ class Heartbeat:
             self._keys.workers(self.identity),
             self._keys.processes,
             self._keys.signals(self.identity),
+            self._keys.beating_since,
         ]
         reply = script("heartbeat").run_sync(self._redis, keys, [orjson.dumps(beat)])
         stamp = float(reply[0])
@@ -144,15 +150,22 @@ class Heartbeat:
         if self._thread is not None:
             self._thread.join(timeout=self._settings.socket_timeout + 1)
 
-    def deregister(self, *, list_empty: bool) -> None:
-        """Remove this process's liveness keys (after its own list was requeued)."""
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.delete(self._keys.process(self.identity), self._keys.workers(self.identity))
-        pipe.srem(self._keys.processes, self.identity)
-        if list_empty:
-            pipe.hdel(self._keys.last_beat, self.identity)
-            pipe.srem(self._keys.in_progress_identities, self.identity)
-        pipe.execute()
+    def deregister(self) -> bool:
+        """Remove this process's liveness keys; the registries too if its list is empty.
+
+        One script (``deregister.lua``), so a job landing on the list meanwhile
+        keeps the list findable by orphan recovery. True if it left them all.
+        """
+        keys = [
+            self._keys.process(self.identity),
+            self._keys.workers(self.identity),
+            self._keys.processes,
+            self._keys.in_progress(self.identity),
+            self._keys.last_beat,
+            self._keys.beating_since,
+            self._keys.in_progress_identities,
+        ]
+        return bool(script("deregister").run_sync(self._redis, keys, [self.identity]))
 
     def close(self) -> None:
         self._redis.close()

@@ -84,6 +84,7 @@ class KeyGuard:
         for key in (k.in_progress(self._identity), k.unsettled, k.repeat_orphans):
             expected[key] = "list"
         expected[k.last_beat] = "hash"
+        expected[k.beating_since] = "hash"
         # SET NX on a key of another type fails quietly: recovery would never run.
         expected[k.recovery_lock] = "string"
         expected[k.stats_processed] = "integer"

@@ -2,12 +2,16 @@
 
 Every ``orphan_check_interval`` one process at a time (a lock with a TTL, so a
 holder that dies never blocks recovery) walks the in-progress registry and
-runs ``requeue.lua`` per identity; the script itself decides, atomically with
-the requeue, whether the owner is dead (presence gone *and* its last beat,
-on Redis's clock, older than ``orphan_threshold``). After an outage nobody is
-judged dead until Redis has answered this process for longer than two
-heartbeat intervals: every presence key may have expired while Redis was away,
-and live processes need a moment to beat again.
+the process set and runs ``requeue.lua`` per identity; the script itself
+decides, atomically with the requeue, whether the owner is dead: presence
+gone *and* its last beat, on Redis's clock, older than ``orphan_threshold``,
+*and* the judge (this process) has beaten without a break for at least
+``orphan_threshold`` with its last beat fresh. The last rule is what makes a
+stale picture of Redis harmless (see requeue.lua, "Who may judge"): after an
+outage, a restart from a snapshot, or writes refused for lack of memory,
+nobody is judged until live processes have had ``orphan_threshold`` to beat
+again. A dead identity whose list ends up empty leaves every registry in the
+same script.
 
 A job orphaned more than ``max_orphanings`` times is parked by the script and
 filed in dead here as ``ProcessDied``: a job that kills its own process is
@@ -49,7 +53,8 @@ class Recovery:
         self._identity = identity
         self._log = logger
         self._scanned = False
-        self._answering_since: float | None = None
+        self._untrusted_logged = False
+        self._born = time.monotonic()
         self.counters = RecoveryCounters()
 
     def _error_fields(self) -> dict[str, object]:
@@ -65,16 +70,6 @@ class Recovery:
 
     async def pass_once(self) -> int:
         """One recovery pass; returns how many jobs were requeued."""
-        try:
-            await self._redis.ping()
-        except Exception:
-            self._answering_since = None
-            raise
-        now = time.monotonic()
-        if self._answering_since is None:
-            self._answering_since = now
-        if now - self._answering_since <= 2 * self._settings.heartbeat_interval:
-            return 0  # just (re)connected: give live processes time to beat first
         token = self._identity
         lock_ms = int(max(self._settings.orphan_check_interval, 1.0) * 2000)
         if not await self._redis.set(self._keys.recovery_lock, token, nx=True, px=lock_ms):
@@ -89,7 +84,11 @@ class Recovery:
         return moved
 
     async def _candidates(self) -> set[str]:
-        members = await self._redis.smembers(self._keys.in_progress_identities)
+        # The process set too: a dead process with no list (basic fetch, or
+        # nothing running) must still leave the registries.
+        members = await self._redis.sunion(
+            [self._keys.in_progress_identities, self._keys.processes]
+        )
         identities = {_text(m) for m in members}
         if not self._scanned:
             prefix = self._keys.in_progress_prefix
@@ -103,7 +102,10 @@ class Recovery:
         total = 0
         for identity in sorted(await self._candidates()):
             try:
-                total += await self._recover(identity)
+                moved = await self._recover(identity)
+                if moved is None:
+                    return total  # this process can't judge yet: nor anyone after
+                total += moved
             except Exception as exc:  # one identity must never stop the others
                 if is_outage(exc):
                     raise
@@ -112,7 +114,8 @@ class Recovery:
                 )
         return total
 
-    async def _recover(self, identity: str) -> int:
+    async def _recover(self, identity: str) -> int | None:
+        """Requeue ``identity``'s jobs if it is dead; None when this process may not judge yet."""
         result = await commands.requeue(
             self._redis,
             self._keys,
@@ -121,7 +124,23 @@ class Recovery:
             default_queue=self._settings.queue_specs[0].name,
             max_orphanings=self._settings.max_orphanings,
             live_window=2 * self._settings.heartbeat_ttl,
+            judge=self._identity,
+            judge_ttl=self._settings.heartbeat_ttl,
         )
+        if result.untrusted:
+            if not self._untrusted_logged:
+                self._untrusted_logged = True
+                # Expected for orphan_threshold after start; news after that.
+                started = time.monotonic() - self._born > self._settings.orphan_threshold * 1.5
+                self._log.log(
+                    logging.INFO if started else logging.DEBUG,
+                    "orphan recovery waits: this process has not yet beaten without a break "
+                    "for orphan_threshold (%.0f s), so Redis's picture of who is alive can't "
+                    "be trusted yet",
+                    self._settings.orphan_threshold,
+                )
+            return None
+        self._untrusted_logged = False
         if result.alive:
             return 0
         if result.moved:
@@ -145,9 +164,6 @@ class Recovery:
                 identity,
             )
         self.counters.pending_raw_burials.extend(result.raw_burials)
-        if await self._redis.llen(self._keys.in_progress(identity)) == 0:
-            await self._redis.srem(self._keys.in_progress_identities, identity)
-            await self._redis.hdel(self._keys.last_beat, identity)
         return result.moved
 
     async def _count(self, name: str, n: int) -> None:

@@ -176,6 +176,7 @@ async def _populate_correctly(redis: Redis, keys: Keys) -> None:
     for lst in (keys.in_progress(ME), keys.unsettled, keys.repeat_orphans):
         await redis.rpush(lst, b'{"jid":"2"}')
     await redis.hset(keys.last_beat, ME, "1700000000.5")
+    await redis.hset(keys.beating_since, ME, "1700000000.5")
     await redis.set(keys.recovery_lock, "token", px=60_000)
     await redis.set(keys.stats_processed, "9223372036854775807")
     await redis.set(keys.stats_failed, "-12")

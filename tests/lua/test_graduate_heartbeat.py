@@ -108,6 +108,7 @@ def _heartbeat_keys(keys: Keys) -> list[str]:
         keys.workers(IDENTITY),
         keys.processes,
         keys.signals(IDENTITY),
+        keys.beating_since,
     ]
 
 

@@ -12,7 +12,15 @@ from redis.exceptions import ResponseError
 from cogworker_async.keys import Keys
 from cogworker_async.store import commands
 from cogworker_async.store.commands import ORPHANINGS_TTL, RequeueResult
-from tests.lua.support import drain, enqueue, jid_of, make_job, redis_now
+from tests.lua.support import (
+    JUDGE_TTL,
+    drain,
+    enqueue,
+    jid_of,
+    make_job,
+    redis_now,
+    trust_judge,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -61,6 +69,8 @@ async def recover(
         live_window=live_window,
         finished=finished,
         keep=keep,
+        judge=await trust_judge(redis, keys),
+        judge_ttl=JUDGE_TTL,
     )
 
 

@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 from cogworker_async.embedded import EmbeddedRedis
 from cogworker_async.keys import Keys
 from cogworker_async.store.scripts import script
-from tests.lua.support import make_job
+from tests.lua.support import JUDGE, JUDGE_TTL, make_job, trust_judge
 
 pytestmark = pytest.mark.anyio
 
@@ -30,6 +30,8 @@ async def run_requeue(redis: Redis, keys: Keys, clock: float) -> list[object]:
         "counter_ttl": 60,
         "max_orphanings": 3,
         "live_window": 10,
+        "judge": JUDGE,
+        "judge_ttl": JUDGE_TTL,
     }
     script_keys = [
         keys.in_progress(OWNER),
@@ -39,6 +41,10 @@ async def run_requeue(redis: Redis, keys: Keys, clock: float) -> list[object]:
         keys.dead,
         keys.queues,
         keys.live_queues,
+        keys.beating_since,
+        keys.processes,
+        keys.workers(OWNER),
+        keys.in_progress_identities,
     ]
     reply = await script("requeue").run(redis, script_keys, [orjson.dumps(config)])
     return list(reply)
@@ -49,6 +55,9 @@ async def seed(redis: Redis, keys: Keys) -> None:
     # A beat at epoch 9,990: ten seconds before the caller's fake clock of 10,000,
     # and decades before Redis's own clock.
     await redis.hset(keys.last_beat, OWNER, "9990")
+    # A judge trusted on Redis's clock, whose stamps on the caller's fake clock
+    # would be in the future (so not fresh): only one clock can make it trusted.
+    await trust_judge(redis, keys)
 
 
 async def test_redis_clock_decides_when_time_is_allowed(redis: Redis, keys: Keys) -> None:

@@ -9,7 +9,7 @@ from redis.asyncio import Redis
 from cogworker_async.keys import Keys
 from cogworker_async.store import commands
 from cogworker_async.worker.processor import SUSPECT_PREFIX
-from tests.lua.support import drain, enqueue, make_job
+from tests.lua.support import JUDGE_TTL, drain, enqueue, make_job, trust_judge
 
 pytestmark = pytest.mark.anyio
 
@@ -27,6 +27,8 @@ async def recover(redis: Redis, keys: Keys, *jobs: bytes) -> commands.RequeueRes
         default_queue="default",
         max_orphanings=5,
         live_window=10.0,
+        judge=await trust_judge(redis, keys),
+        judge_ttl=JUDGE_TTL,
     )
 
 
