@@ -12,6 +12,7 @@ from redis.asyncio import Redis
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
 from cogworker_async.store.connection import drop_idle_connections
+from cogworker_async.store.replies import text
 from cogworker_async.timing import jittered, scaled_poll_interval
 from cogworker_async.worker.reconcile import Reconciler
 from cogworker_async.worker.recovery import Recovery
@@ -19,6 +20,19 @@ from cogworker_async.worker.scheduler import ScheduledPoller
 from cogworker_async.worker.service import run_duty
 
 RECONCILE_INTERVAL = 5.0
+
+
+async def live_processes(redis: Redis, keys: Keys) -> int:
+    """How many processes have a presence key now (at least 1: this one).
+
+    Not the size of the process set: an entry stays there until recovery
+    prunes it, and the poll interval must not grow with every crash.
+    """
+    members = await redis.smembers(keys.processes)
+    if not members:
+        return 1
+    presence = [keys.process(text(m)) for m in members]
+    return int(await redis.exists(*presence)) or 1
 
 
 def start_duties(
@@ -39,7 +53,7 @@ def start_duties(
 
     async def poll() -> None:
         # Each of N processes polls every N × average: the total rate stays flat.
-        live["count"] = int(await redis.scard(keys.processes)) or 1
+        live["count"] = await live_processes(redis, keys)
         await poller.poll_once()
 
     def start(

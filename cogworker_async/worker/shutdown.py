@@ -56,7 +56,9 @@ async def finish(
             list_empty = True
     heartbeat.stop()
     try:
-        await anyio.to_thread.run_sync(lambda: heartbeat.deregister(list_empty=list_empty))
+        left = await anyio.to_thread.run_sync(heartbeat.deregister)
+        if not left and list_empty:
+            logger.warning("a job landed on this process's list while it left: kept for recovery")
     except Exception as exc:  # noqa: BLE001 - the keys expire by themselves anyway
         logger.warning("could not remove heartbeat keys (%s); they expire by themselves", exc)
     logger.info("worker %s stopped", identity)
