@@ -228,10 +228,89 @@ async def test_a_sync_handler_past_its_timeout_never_runs_twice_at_once(
         assert entry["jid"] == jid
         assert entry["error_class"] == "JobTimeout"
         running.worker.stop()
-    assert overlap.entered == 2  # the first run and its one retry
-    assert overlap.exited == 2
     assert overlap.most == 1, "the retry started while the first run's thread still ran"
+    assert overlap.entered == 2  # the first run and its one retry
+    assert overlap.exited == 2  # each filed only once its thread had returned
     overran = [r.getMessage() for r in caplog.records if "after its timeout" in r.getMessage()]
     # One warning per run, each naming the job, logged once it passed its timeout.
     assert len(overran) == 2, overran
     assert all(jid in m and "esc.slow_sync" in m for m in overran)
+
+
+@job(name="esc.sync_sleep")
+def sync_sleep(seconds: float) -> None:
+    overlap.enter()
+    try:
+        time.sleep(seconds)
+    finally:
+        overlap.exit()
+
+
+async def _in_thread(n: int) -> bool:
+    return overlap.entered >= n
+
+
+async def test_shutdown_waits_for_a_thread_it_cannot_stop_and_settles_its_job(
+    settings: Settings, redis: Redis, keys: Keys, caplog: pytest.LogCaptureFixture
+) -> None:
+    """At the end of shutdown_timeout a thread still runs: never requeued beside it."""
+    caplog.set_level(logging.WARNING, logger="cogworker_async")
+    quick = settings.model_copy(update={"shutdown_timeout": 0.3})
+    running = RunningWorker(Worker(quick, jobs=[sync_sleep]))
+    async with anyio.create_task_group() as group, Client(quick) as client:
+        group.start_soon(running.run)
+        with anyio.fail_after(10):
+            await running.worker.started.wait()
+        jid = await client.enqueue(sync_sleep, 1.5)
+        await wait_for(lambda: _in_thread(1))
+        running.worker.stop()
+        with anyio.fail_after(10):
+            while not running.ended:
+                # Never back on its queue while its thread runs.
+                assert await redis.llen(keys.queue("default")) == 0
+                await anyio.sleep(0.02)
+    assert overlap.exited == 1
+    assert running.raised is None
+    # It finished during the shutdown: acked, not requeued, nothing left behind.
+    assert await redis.llen(keys.queue("default")) == 0
+    assert await redis.llen(keys.in_progress(running.worker.identity)) == 0
+    assert int(await redis.get(keys.stats_processed) or 0) == 1
+    waited = [r.getMessage() for r in caplog.records if "waiting for it" in r.getMessage()]
+    assert len(waited) == 1
+    assert jid in waited[0]
+
+
+async def test_a_second_stop_leaves_the_thread_and_keeps_its_job_on_the_list(
+    settings: Settings, redis: Redis, keys: Keys, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="cogworker_async")
+    quick = settings.model_copy(update={"shutdown_timeout": 0.3})
+    worker = Worker(quick, jobs=[sync_sleep])
+    running = RunningWorker(worker)
+    async with anyio.create_task_group() as group, Client(quick) as client:
+        group.start_soon(running.run)
+        with anyio.fail_after(10):
+            await worker.started.wait()
+        await client.enqueue(sync_sleep, 2.0)
+        await wait_for(lambda: _in_thread(1))
+        worker.stop()
+
+        async def waiting() -> bool:  # past shutdown_timeout: the shutdown waits for it
+            return any("waiting for it" in r.getMessage() for r in caplog.records)
+
+        await wait_for(waiting)
+        assert not running.ended
+        worker.stop()
+        with anyio.fail_after(5):
+            while not running.ended:
+                await anyio.sleep(0.02)
+    assert overlap.exited == 0, "the thread still runs"
+    # Kept on this process's list for orphan recovery, not requeued beside it.
+    assert await redis.llen(keys.queue("default")) == 0
+    assert await redis.llen(keys.in_progress(worker.identity)) == 1
+    assert await redis.sismember(keys.in_progress_identities, worker.identity)
+    await wait_for(lambda: _exited(1))
+
+
+async def _exited(n: int) -> bool:
+    return overlap.exited >= n
