@@ -55,31 +55,47 @@ class RunningJob:
 
 
 class HandlerThread:
-    """A sync handler's call, made in its thread: how it ended, and when (on the loop).
+    """A sync handler's call, made in its thread: how it ended, and (if asked) when.
 
     It catches everything the handler raises (``SystemExit`` included) so the
-    processor re-raises it on the loop as the job's own failure.
+    processor re-raises it on the loop as the job's own failure. Only a
+    processor that waits for it past a cancellation (``watch``) is told on the
+    loop when it returns: a plain sync job costs no second loop wake-up.
     """
 
-    __slots__ = ("call", "done", "error", "left", "lock", "loop", "overran", "returned", "state")
+    __slots__ = ("call", "done", "error", "left", "lock", "loop", "overran", "state", "watched")
 
     def __init__(self, call: Callable[[], Any], loop: asyncio.AbstractEventLoop) -> None:
         self.call = call
         self.loop = loop
-        self.done = asyncio.Event()
         self.error: BaseException | None = None
-        self.returned = False
         self.overran = False
-        self.left: Callable[[], None] | None = None  # set when the processor stopped waiting
         self.lock = threading.Lock()
-        self.state = "waiting"  # -> "started" (in its thread) or "called off" (never runs)
+        # waiting -> started -> returned (in its thread), or waiting -> called off (never runs)
+        self.state = "waiting"
+        self.watched = False
+        self.done: asyncio.Event | None = None
+        self.left: Callable[[], None] | None = None  # set when the processor stopped waiting
+
+    @property
+    def returned(self) -> bool:
+        return self.state == "returned"
 
     def started(self) -> bool:
         """On the loop, once cancelled: has the call started? If not, it never will."""
         with self.lock:
             if self.state == "waiting":
                 self.state = "called off"
-            return self.state == "started"
+            return self.state != "called off"
+
+    def watch(self) -> asyncio.Event | None:
+        """On the loop: an event set when the call returns; None if it already has."""
+        with self.lock:
+            if self.state == "returned":
+                return None
+            self.watched = True
+            self.done = asyncio.Event()
+            return self.done
 
     def __call__(self) -> None:
         with self.lock:
@@ -91,13 +107,17 @@ class HandlerThread:
         except BaseException as exc:  # noqa: BLE001 - re-raised on the loop as the job's failure
             self.error = exc
         finally:
-            self.returned = True
-            # A closed loop (the worker is gone) has nobody waiting for it.
-            with contextlib.suppress(RuntimeError):
-                self.loop.call_soon_threadsafe(self._returned)
+            with self.lock:
+                self.state = "returned"
+                watched = self.watched
+            if watched:
+                # A closed loop (the worker is gone) has nobody waiting for it.
+                with contextlib.suppress(RuntimeError):
+                    self.loop.call_soon_threadsafe(self._returned)
 
     def _returned(self) -> None:
-        self.done.set()
+        if self.done is not None:
+            self.done.set()
         if self.left is not None:
             self.left()
 
@@ -177,7 +197,8 @@ class Processors:
         """A second stop: stop waiting for threads; their jobs stay on the list."""
         self._hold_threads = False
         for thread in list(self._held):
-            thread.done.set()
+            if thread.done is not None:
+                thread.done.set()
 
     async def run(self, slot: int) -> None:
         """Run jobs until the fetcher is closed."""
@@ -363,7 +384,7 @@ class Processors:
             if not _cancelled_by_us(exc) or not thread.started():
                 raise  # it never ran: the shutdown requeues it
             # It ran, or runs on: settle it once it has returned, unless we leave it.
-            if not thread.returned and not await self._outlast(raw, job, thread):
+            if not await self._outlast(raw, job, thread):
                 raise
         finally:
             if timer is not None:
@@ -374,6 +395,8 @@ class Processors:
             raise thread.error
 
     def _overran(self, thread: HandlerThread, job: dict[str, Any], limit: float) -> None:
+        if thread.returned:
+            return  # it returned in time; its processor has not resumed yet
         thread.overran = True
         self._log.warning(
             "jid=%s %s is still running after its timeout of %s s: a thread can't be stopped, "
@@ -391,6 +414,9 @@ class Processors:
         not requeued by the shutdown (it would run twice at once): it stays on
         the list, for orphan recovery once this process is gone.
         """
+        done = thread.watch()
+        if done is None:
+            return True  # it has just returned
         if self._hold_threads:
             self._log.warning(
                 "jid=%s %s still runs in its thread at the end of shutdown_timeout: a thread "
@@ -401,7 +427,7 @@ class Processors:
             self._held.add(thread)
             try:
                 with anyio.CancelScope(shield=True):
-                    await thread.done.wait()
+                    await done.wait()
             finally:
                 self._held.discard(thread)
             if thread.returned:
