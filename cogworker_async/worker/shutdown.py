@@ -2,8 +2,10 @@
 
 Invariant: after a clean stop, every job this process fetched is either
 settled (acked or filed), handed over to ``<ns>:unsettled``, back on its
-queue, or — only if Redis refused even that — still on the in-progress list
-where orphan recovery will find it. A finished job whose ack failed is
+queue, or still on the in-progress list where orphan recovery will find it:
+only if Redis refused even that, or if its handler's thread was left still
+running (a second stop; a thread can't be stopped, and requeued it would run
+twice at once). A finished job whose ack failed is
 dropped from the list in the same atomic step that requeues the rest: it is
 never run again because its ack failed.
 """
@@ -11,6 +13,7 @@ never run again because its ack failed.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 
 import anyio
 from redis.asyncio import Redis
@@ -36,7 +39,11 @@ async def finish(
     settler: Settler,
     heartbeat: Heartbeat,
     logger: logging.Logger,
+    still_running: Sequence[bytes] = (),
 ) -> None:
+    """``still_running``: jobs whose thread was left running (threads can't be
+    stopped). Kept on the list, not requeued, so they can't run twice at once;
+    orphan recovery requeues them once this process's heartbeat has lapsed."""
     list_empty = False
     with anyio.move_on_after(FINISH_BOUND):
         unacked = fetcher.take_pending_acks()
@@ -48,6 +55,7 @@ async def finish(
                 logger.warning("final ack failed (%s): dropping them with the requeue", exc)
         await settler.settle_pending()
         discarded, keep = await settler.hand_over_pending()
+        keep = [*keep, *still_running]
         if reliable:
             drop = [a.raw for a in unacked] + discarded
             result = await requeue_own(redis, keys, settings, identity, drop, keep, logger)

@@ -9,6 +9,7 @@ import logging
 
 import anyio
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
 from cogworker_async.settings import Settings
 from cogworker_async.store.connection import server_version
@@ -25,7 +26,9 @@ async def resolve_reliable(
     """Reliable fetch unless configured basic or the server lacks BLMOVE (< 6.2).
 
     Asked again after a connection error rather than memoising a guess made
-    while Redis was away.
+    while Redis was away. ``INFO`` is optional: a server that refuses it (an
+    ACL without ``+info``, a renamed command, a managed service) is taken to
+    be current, said once, rather than keeping the worker from starting.
     """
     if settings.fetch == "basic":
         return False
@@ -34,12 +37,21 @@ async def resolve_reliable(
         try:
             version = await server_version(redis)
         except Exception as exc:
-            if not is_outage(exc):
+            if is_outage(exc):
+                outage.failed(exc)
+                with anyio.move_on_after(1.0):
+                    await stopping.wait()
+                continue
+            if not isinstance(exc, ResponseError):
                 raise
-            outage.failed(exc)
-            with anyio.move_on_after(1.0):
-                await stopping.wait()
-            continue
+            outage.succeeded()
+            logger.warning(
+                "Redis refused INFO (%s: %s): assuming a server of 6.2 or later (reliable "
+                "fetch); set fetch=basic if it is older",
+                type(exc).__name__,
+                exc,
+            )
+            return True
         outage.succeeded()
         if version[:2] >= MIN_RELIABLE_VERSION:
             return True

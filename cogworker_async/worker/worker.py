@@ -4,8 +4,11 @@ Order of life: resolve the fetch mode, beat once, then start the duties and
 the processors. On stop: no more fetching; running jobs get
 ``shutdown_timeout``; then they are cancelled (not a failure) and this
 process's own in-progress list is requeued at once, shielded, except jobs
-that finished but whose ack is still pending (dropped: that is their ack) and
-failures that could not be filed (kept on the list for recovery). Only then do
+that finished but whose ack is still pending (dropped: that is their ack),
+failures that could not be filed and jobs whose thread was left running
+(both kept on the list for recovery). A plain ``def`` still in its thread
+when the wait ends is waited for (a thread can't be cancelled) until it
+returns or a second ``stop()``. Only then do
 the heartbeat keys go.
 """
 
@@ -86,6 +89,8 @@ class Worker:
         """Ask for a graceful stop; a second call skips the wait for running jobs."""
         if self._stop_requested:
             self._force.set()
+            if self.processors is not None:
+                self.processors.release_threads()
         self._stop_requested = True
         self._stopping.set()
 
@@ -298,6 +303,8 @@ class Worker:
                 "cancelling %d job(s) still running; they go back on their queues",
                 len(self.processors.running),
             )
+        if not self._force.is_set():
+            self.processors.hold_threads()  # a thread can't be cancelled: wait for it
         procs.cancel_scope.cancel()
 
     async def _wait_idle(self, group: TaskGroup) -> None:
@@ -320,6 +327,7 @@ class Worker:
     async def _finish(self, redis: Any) -> None:
         if self.fetcher is None or self.heartbeat is None or self.settler is None:
             return
+        assert self.processors is not None
         await finish(
             redis,
             self.keys,
@@ -330,4 +338,5 @@ class Worker:
             settler=self.settler,
             heartbeat=self.heartbeat,
             logger=self.log,
+            still_running=list(self.processors.left_running),
         )
