@@ -222,3 +222,25 @@ async def test_a_filing_refused_by_noperm_stays_pending_and_lands_when_allowed(
 
 async def _async(value: bool) -> bool:
     return value
+
+
+@pytest.mark.timeout(60)
+async def test_a_dead_process_wrong_typed_list_is_moved_aside_not_skipped_every_pass(
+    settings: Settings, redis: Redis, keys: Keys, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No live process guards a dead one's in-progress list: recovery moves it aside itself."""
+    caplog.set_level(logging.INFO)
+    gone = "gone-host:1:abcdef"
+    await redis.sadd(keys.in_progress_identities, gone)
+    await redis.set(keys.in_progress(gone), "garbage")
+    async with Worker(settings, jobs=[step]):
+        await wait_for(lambda: _quarantined(redis, keys, keys.in_progress(gone)), timeout=15)
+        # The next pass finds the list gone (nothing to recover) and forgets the identity.
+        await wait_for(lambda: _not_member(redis, keys.in_progress_identities, gone), timeout=10)
+    messages = [r.getMessage() for r in caplog.records]
+    assert [m for m in messages if "orphan recovery skipped" in m] == []
+    assert len([m for m in messages if keys.in_progress(gone) in m]) == 1  # the move, once
+
+
+async def _not_member(redis: Redis, key: str, member: str) -> bool:
+    return not await redis.sismember(key, member)
