@@ -59,6 +59,9 @@ class QuarantineRecord:
 MIN_CHECK_GAP = 1.0
 """Seconds between passes asked for by ``request_check`` (a broken key may be hit
 many times a second; one pass a second is enough to move it)."""
+MAX_CHECK_GAP = 60.0
+"""The gap doubles up to this while asked-for passes move nothing: a WRONGTYPE from a
+key the guard doesn't know, or one it can't move, is not chased every second."""
 
 
 def _text(value: object) -> str:
@@ -87,6 +90,8 @@ class KeyGuard:
         # asyncio's, not anyio's: made outside the event loop, set from it only.
         self._asked = asyncio.Event()
         self._last_pass = float("-inf")
+        self._gap = MIN_CHECK_GAP
+        self._requested = False
 
     def request_check(self) -> None:
         """Run a pass soon (a Redis reply said WRONGTYPE): wakes ``wait``. Event loop only;
@@ -95,10 +100,12 @@ class KeyGuard:
 
     async def wait(self, seconds: float) -> None:
         """The duty's sleep: ``seconds``, or until ``request_check``, but never less than
-        ``MIN_CHECK_GAP`` after the previous pass began."""
+        ``MIN_CHECK_GAP`` (more while asked-for passes find nothing) after the previous
+        pass began."""
         with anyio.move_on_after(seconds):
             await self._asked.wait()
-        gap = self._last_pass + MIN_CHECK_GAP - time.monotonic()
+        self._requested = self._asked.is_set()
+        gap = self._last_pass + self._gap - time.monotonic()
         if gap > 0:
             await anyio.sleep(gap)
         # Cleared only now: a request made during the coming pass runs another.
@@ -127,9 +134,15 @@ class KeyGuard:
     async def check_once(self) -> list[QuarantineRecord]:
         """One pass over every key; returns the keys moved to quarantine."""
         self._last_pass = time.monotonic()
-        return await guard_keys(
+        requested, self._requested = self._requested, False
+        records = await guard_keys(
             self._redis, self._keys, self.expected_types(), self._log, ttl=self._ttl
         )
+        if records:
+            self._gap = MIN_CHECK_GAP
+        elif requested:
+            self._gap = min(self._gap * 2, MAX_CHECK_GAP)
+        return records
 
 
 def recovery_keys(keys: Keys, identity: str) -> dict[str, ExpectedType]:
