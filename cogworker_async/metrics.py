@@ -44,17 +44,16 @@ from cogworker_async.metrics_redis import SCRAPE_TIMEOUT, RedisCollector, sync_c
 from cogworker_async.middleware import JobDict, Next
 from cogworker_async.settings import Settings
 
+# What store/faults.FailureLog logs when a duty loses Redis and when it is back
+# (tests/integration/test_metrics.py drives the real log against these).
+from cogworker_async.store.faults import OUTAGE_ENDED, OUTAGE_STARTED
+
 DURATION_BUCKETS = (
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
     600.0, float("inf"),
 )  # fmt: skip
 
 ALL_INTERFACES = "0.0.0.0"  # noqa: S104 - scraped from other hosts, like prometheus_client's server
-
-# What store/faults.OutageLog logs when a duty loses Redis and when it is back
-# (tests/integration/test_metrics.py drives the real OutageLog against these).
-OUTAGE_STARTED = "%s: Redis unavailable (%s: %s)"
-OUTAGE_ENDED = "%s: Redis is back, recovered after %.1f s"
 
 
 class OutageWatcher(logging.Handler):

@@ -11,7 +11,11 @@
 -- ARGV[3] = defer delay (s), ARGV[4] = now (epoch s)
 -- ARGV[5..] = triples (entry as in the set, payload to push, queue name)
 -- Returns {moved, {deferred entries' queue names...}}.
+-- Errors (WRONGTYPE) before any write when KEYS[2] is not a set: failing at
+-- its SADD after the LPUSH would push the job again on every poll, and the
+-- poller's error is what wakes the key guard to move the key aside.
 
+redis.call("SCARD", KEYS[2])
 local moved, deferred = 0, {}
 for i = 5, #ARGV, 3 do
   local entry, payload, queue = ARGV[i], ARGV[i + 1], ARGV[i + 2]

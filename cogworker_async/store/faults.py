@@ -1,4 +1,4 @@
-"""Is this an outage? And the once-per-outage log.
+"""Is this an outage? A wrong-typed key? And the once-per-episode failure log.
 
 An outage ("try again soon") is decided by one function from an explicit list:
 redis-py reports some of them (``LOADING``, ``READONLY``, ``MASTERDOWN``, ...)
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable
 
 from redis import exceptions as rexc
 
@@ -41,32 +41,104 @@ def is_outage(exc: BaseException) -> bool:
     return False
 
 
-@dataclass
-class OutageLog:
-    """Logs an outage once when it starts and once when it ends, per duty."""
+def is_wrong_type(exc: BaseException) -> bool:
+    """True when Redis refused a command because a key of ours has the wrong type.
 
-    duty: str
-    logger: logging.Logger
-    _since: float | None = field(default=None, init=False)
+    The key guard can fix that (it moves the key aside); nothing else can.
+    """
+    return isinstance(exc, rexc.ResponseError) and str(exc).startswith("WRONGTYPE")
+
+
+# What a duty logs when it loses Redis and when it has it back (metrics.py's
+# OutageWatcher counts outages from these very format strings).
+OUTAGE_STARTED = "%s: Redis unavailable (%s: %s)"
+OUTAGE_ENDED = "%s: Redis is back, recovered after %.1f s"
+FAILING = "%s: failing (%s: %s); retried, logged again when it recovers"
+BUG = "%s failed (a bug: please report it); retried, logged again when it recovers"
+RECOVERED = "%s: recovered after %d failure(s) in %.1f s"
+
+
+class FailureLog:
+    """One duty's repeated failures, logged once per episode, never once per try.
+
+    An episode runs from a duty's first failure to its next success. Within
+    one, each kind of failure is logged once, when first seen: an outage
+    (warning), any other Redis error reply such as ``WRONGTYPE``, ``OOM`` or
+    ``NOPERM`` (error, no traceback: it is Redis's answer, not our bug), and a
+    Python exception of ours (error with its traceback: "a bug: please report
+    it"). The success that ends it says how many tries failed and for how long.
+    A ``WRONGTYPE`` reply also calls ``on_wrong_type`` on every failure (the
+    key guard's wake-up, rate-limited there), so the key is moved aside at
+    once rather than at the next periodic check.
+
+    Not thread-safe: one instance per loop or thread (the heartbeat has its own).
+    """
+
+    __slots__ = ("_count", "_logged", "_on_wrong_type", "_since", "duty", "logger")
+
+    def __init__(
+        self,
+        duty: str,
+        logger: logging.Logger,
+        *,
+        on_wrong_type: Callable[[], None] | None = None,
+    ) -> None:
+        self.duty = duty
+        self.logger = logger
+        self._on_wrong_type = on_wrong_type
+        self._since: float | None = None
+        self._count = 0
+        self._logged: set[str] = set()
 
     @property
     def down(self) -> bool:
+        """An outage was reported and no success has been seen since."""
+        return "outage" in self._logged
+
+    @property
+    def failing(self) -> bool:
+        """A failure was seen and no success since."""
         return self._since is not None
 
     def failed(self, exc: BaseException) -> None:
         if self._since is None:
             self._since = time.monotonic()
-            self.logger.warning(
-                "%s: Redis unavailable (%s: %s)", self.duty, type(exc).__name__, exc
-            )
+            self._count = 0
+        self._count += 1
+        if is_outage(exc):
+            kind = "outage"
+        elif isinstance(exc, rexc.RedisError):
+            kind = "reply"
+            if self._on_wrong_type is not None and is_wrong_type(exc):
+                self._on_wrong_type()
+        else:
+            kind = "bug"
+        if kind in self._logged:
+            return
+        self._logged.add(kind)
+        if kind == "outage":
+            self.logger.warning(OUTAGE_STARTED, self.duty, type(exc).__name__, exc)
+        elif kind == "reply":
+            self.logger.error(FAILING, self.duty, type(exc).__name__, exc)
+        else:
+            self.logger.error(BUG, self.duty, exc_info=exc)
 
     def succeeded(self, started: float | None = None) -> None:
         """A call succeeded. ``started`` (``time.monotonic()`` when it was sent):
-        a call sent before the outage began and answered just before the link
+        a call sent before the episode began and answered just before the link
         dropped says nothing about Redis being back."""
-        if started is not None and self._since is not None and started < self._since:
+        if self._since is None:
+            return  # the hot path: nothing to report
+        if started is not None and started < self._since:
             return
-        if self._since is not None:
-            took = time.monotonic() - self._since
-            self._since = None
-            self.logger.warning("%s: Redis is back, recovered after %.1f s", self.duty, took)
+        took = time.monotonic() - self._since
+        logged, count = self._logged, self._count
+        self._since, self._count, self._logged = None, 0, set()
+        if "outage" in logged:
+            self.logger.warning(OUTAGE_ENDED, self.duty, took)
+        if logged - {"outage"}:
+            self.logger.warning(RECOVERED, self.duty, count, took)
+
+
+OutageLog = FailureLog
+"""The name this had when it logged outages only (kept for callers that use it)."""

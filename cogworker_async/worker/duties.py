@@ -6,6 +6,7 @@ import logging
 import random
 from collections.abc import Awaitable, Callable
 
+import anyio
 from anyio.abc import TaskGroup
 from redis.asyncio import Redis
 
@@ -14,6 +15,7 @@ from cogworker_async.settings import Settings
 from cogworker_async.store.connection import drop_idle_connections
 from cogworker_async.store.replies import text
 from cogworker_async.timing import jittered, scaled_poll_interval
+from cogworker_async.worker.keyguard import KeyGuard
 from cogworker_async.worker.reconcile import Reconciler
 from cogworker_async.worker.recovery import Recovery
 from cogworker_async.worker.scheduler import ScheduledPoller
@@ -45,9 +47,11 @@ def start_duties(
     logger: logging.Logger,
     recovery: Recovery | None,
     reconciler: Reconciler,
+    key_guard: KeyGuard | None = None,
     extra: list[tuple[str, Callable[[], Awaitable[object]], Callable[[], float]]] = [],  # noqa: B006
 ) -> None:
-    """Start the scheduled poller, orphan recovery (reliable mode) and reconciliation."""
+    """Start the scheduled poller, orphan recovery (reliable mode), reconciliation and the
+    key guard; a WRONGTYPE reply to any of them wakes the key guard at once."""
     poller = ScheduledPoller(redis, keys, logger)
     live = {"count": 1}
 
@@ -61,6 +65,7 @@ def start_duties(
         once: Callable[[], Awaitable[object]],
         interval: Callable[[], float],
         first_delay: float | None = None,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
         async def loop() -> None:
             await run_duty(
@@ -71,6 +76,8 @@ def start_duties(
                 rng=rng,
                 first_delay=first_delay,
                 on_outage=lambda: drop_idle_connections(redis),
+                on_wrong_type=None if key_guard is None else key_guard.request_check,
+                sleep=sleep,
             )
 
         group.start_soon(loop, name=name)
@@ -93,5 +100,12 @@ def start_duties(
         reconciler.once,
         lambda: jittered(min(RECONCILE_INTERVAL, settings.orphan_check_interval), rng),
     )
+    if key_guard is not None:
+        start(
+            "Key guard",
+            key_guard.check_once,
+            lambda: jittered(settings.key_check_interval, rng),
+            sleep=key_guard.wait,
+        )
     for name, once, interval in extra:
         start(name, once, interval)

@@ -30,7 +30,7 @@ from cogworker_async.settings import QueueSpec
 from cogworker_async.store import commands
 from cogworker_async.store.commands import Ack
 from cogworker_async.store.connection import drop_idle_connections
-from cogworker_async.store.faults import OutageLog, is_outage
+from cogworker_async.store.faults import FailureLog, is_outage
 from cogworker_async.store.replies import text
 from cogworker_async.timing import idle_backoff
 from cogworker_async.worker.acks import AckBook
@@ -72,6 +72,7 @@ class Fetcher:
         rng: random.Random,
         on_missing_ack: Callable[[Ack], None],
         prefetch: int = 0,
+        on_wrong_type: Callable[[], None] | None = None,
     ) -> None:
         self._redis = redis
         self._blocking = blocking_redis
@@ -95,6 +96,7 @@ class Fetcher:
             default_queue=self._specs[0].name,
             logger=logger,
             rng=rng,
+            on_wrong_type=on_wrong_type,
         )
         # Put one job of ours back on its queue; False if it is still ours.
         self.give_back: Callable[[bytes], Awaitable[bool]] = self._give_back.one
@@ -118,7 +120,11 @@ class Fetcher:
         self._starving = asyncio.Event()
         self._paused: set[str] = set()
         self._broken: set[str] = set()
-        self._outage = OutageLog("Fetch", logger)
+        # Failures logged once per episode, each loop its own (one may fail while
+        # the other works); a WRONGTYPE reply wakes the key guard.
+        self._outage = FailureLog("Fetch", logger, on_wrong_type=on_wrong_type)
+        self._block_failures = FailureLog("Blocking fetch", logger, on_wrong_type=on_wrong_type)
+        self._on_wrong_type = on_wrong_type or (lambda: None)
 
     # --- processors' side -------------------------------------------------
     def _processor_waits(self) -> None:
@@ -254,11 +260,9 @@ class Fetcher:
             self._acks.failed(call_id)
             self._fetching.pop(call_id, None)
             self._demand.requested -= want
+            self._outage.failed(exc)
             if is_outage(exc):
-                self._outage.failed(exc)
                 await drop_idle_connections(self._redis)
-            else:
-                self._log.exception("fetch failed (a bug: please report it)")
             await anyio.sleep(0.2 + 0.3 * self._rng.random())
             self._kick.set()
             return
@@ -266,11 +270,13 @@ class Fetcher:
         self._outage.succeeded(sent)
         for missing in self._acks.answered(call_id, result.missing_acks):
             self._on_missing_ack(missing)
-        if result.broken_queues and set(result.broken_queues) != self._broken:
-            self._log.error(
-                "queue key(s) of the wrong type skipped: %s: their jobs wait until it is fixed",
-                ", ".join(f"{self._keys.queue(q)}" for q in result.broken_queues),
-            )
+        if result.broken_queues:
+            if set(result.broken_queues) != self._broken:
+                self._log.error(
+                    "queue key(s) of the wrong type skipped: %s: the key guard moves them aside",
+                    ", ".join(f"{self._keys.queue(q)}" for q in result.broken_queues),
+                )
+            self._on_wrong_type()
         self._broken = set(result.broken_queues)
         self._deliver(result.jobs)
         self._shedder.watch()
@@ -299,14 +305,12 @@ class Fetcher:
             try:
                 woke = await self._block_once(streak)
             except Exception as exc:  # noqa: BLE001 - the loop must outlive any one failure
-                if is_outage(exc):
-                    self._outage.failed(exc)
-                else:
-                    self._log.exception("blocking fetch failed (a bug: please report it)")
+                self._block_failures.failed(exc)
                 await anyio.sleep(0.2 + 0.3 * self._rng.random())
                 continue
             finally:
                 del self._fetching[BLOCKING_WAIT]
+            self._block_failures.succeeded()
             got = woke in (Woke.JOB, Woke.WOKEN)
             streak = 0 if got else streak + 1
             if woke is not Woke.NOTHING:

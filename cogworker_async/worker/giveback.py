@@ -24,7 +24,7 @@ from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
 from cogworker_async.store import commands
-from cogworker_async.store.faults import OutageLog, is_outage
+from cogworker_async.store.faults import FailureLog
 
 RETRY_MAX = 2.0  # seconds between tries while Redis does not answer
 
@@ -39,6 +39,7 @@ class GiveBack:
         default_queue: str,
         logger: logging.Logger,
         rng: random.Random,
+        on_wrong_type: Callable[[], None] | None = None,
     ) -> None:
         self._redis = redis
         self._keys = keys
@@ -46,7 +47,7 @@ class GiveBack:
         self._default_queue = default_queue
         self._log = logger
         self._rng = rng
-        self._outage = OutageLog("Give back", logger)
+        self._outage = FailureLog("Give back", logger, on_wrong_type=on_wrong_type)
         # Being given back in the background: still on our list, still ours.
         self.pending: list[bytes] = []
         self._batches: deque[tuple[list[bytes], Callable[[list[bytes]], None]]] = deque()
@@ -120,10 +121,7 @@ class GiveBack:
                     default_queue=self._default_queue,
                 )
             except Exception as exc:  # noqa: BLE001 - unanswered: it may have run, so ask again
-                if is_outage(exc):
-                    self._outage.failed(exc)
-                else:
-                    self._log.exception("giving jobs back failed (a bug: please report it)")
+                self._outage.failed(exc)  # once per episode
                 await anyio.sleep(pause * (1 + self._rng.random()))
                 pause = min(pause * 2, RETRY_MAX)
                 continue

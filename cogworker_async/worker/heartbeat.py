@@ -25,7 +25,7 @@ from redis.retry import Retry
 
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
-from cogworker_async.store.faults import OutageLog, is_outage
+from cogworker_async.store.faults import FailureLog
 from cogworker_async.store.scripts import script
 
 VERSION = "0.1.0"
@@ -52,6 +52,7 @@ class Heartbeat:
         busy: Callable[[], dict[str, Any]],
         logger: logging.Logger,
         on_signal: Callable[[str], None] = lambda _name: None,
+        on_wrong_type: Callable[[], None] | None = None,
     ) -> None:
         self._settings = settings
         self._keys = keys
@@ -77,7 +78,8 @@ class Heartbeat:
         )
         self.started_at = time.time()
         self.last_stamp: float | None = None
-        self._outage = OutageLog("Heartbeat", logger)
+        # on_wrong_type is called from this thread: it must be thread-safe.
+        self._failures = FailureLog("Heartbeat", logger, on_wrong_type=on_wrong_type)
 
     def info(self) -> bytes:
         busy = self._busy()
@@ -138,12 +140,9 @@ class Heartbeat:
             try:
                 self.beat_once()
             except Exception as exc:  # noqa: BLE001 - a beat failing must not end the beating
-                if is_outage(exc):
-                    self._outage.failed(exc)
-                else:
-                    self._log.exception("heartbeat failed (a bug: please report it)")
+                self._failures.failed(exc)  # once per episode; WRONGTYPE wakes the key guard
             else:
-                self._outage.succeeded()
+                self._failures.succeeded()
 
     def stop(self) -> None:
         self._stop.set()

@@ -15,14 +15,24 @@ aren't checked.
 
 Every key is isolated: one that can't be checked or moved is logged and the
 others are still checked. An outage is raised, for ``run_duty`` to log once.
+
+A ``WRONGTYPE`` reply seen anywhere (fetch, filing, heartbeat, poller, ...)
+calls ``request_check``, which wakes the periodic pass at once (at most once
+every ``MIN_CHECK_GAP``): a wrong-typed key stops the duty tripping over it
+within about a second, not after up to ``key_check_interval``. Orphan
+recovery, which meets other processes' keys, guards those itself with
+``guard_recovery_keys``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Sequence
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import anyio
 from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
@@ -44,6 +54,14 @@ class QuarantineRecord:
     found_type: str
     expected_type: ExpectedType
     moved_to: str
+
+
+MIN_CHECK_GAP = 1.0
+"""Seconds between passes asked for by ``request_check`` (a broken key may be hit
+many times a second; one pass a second is enough to move it)."""
+MAX_CHECK_GAP = 60.0
+"""The gap doubles up to this while asked-for passes move nothing: a WRONGTYPE from a
+key the guard doesn't know, or one it can't move, is not chased every second."""
 
 
 def _text(value: object) -> str:
@@ -69,6 +87,29 @@ class KeyGuard:
         self._queues = list(queues)
         self._log = logger
         self._ttl = ttl
+        # asyncio's, not anyio's: made outside the event loop, set from it only.
+        self._asked = asyncio.Event()
+        self._last_pass = float("-inf")
+        self._gap = MIN_CHECK_GAP
+        self._requested = False
+
+    def request_check(self) -> None:
+        """Run a pass soon (a Redis reply said WRONGTYPE): wakes ``wait``. Event loop only;
+        from another thread use ``loop.call_soon_threadsafe``."""
+        self._asked.set()
+
+    async def wait(self, seconds: float) -> None:
+        """The duty's sleep: ``seconds``, or until ``request_check``, but never less than
+        ``MIN_CHECK_GAP`` (more while asked-for passes find nothing) after the previous
+        pass began."""
+        with anyio.move_on_after(seconds):
+            await self._asked.wait()
+        self._requested = self._asked.is_set()
+        gap = self._last_pass + self._gap - time.monotonic()
+        if gap > 0:
+            await anyio.sleep(gap)
+        # Cleared only now: a request made during the coming pass runs another.
+        self._asked.clear()
 
     def expected_types(self) -> dict[str, ExpectedType]:
         """Every key checked, with the type it must have."""
@@ -93,90 +134,140 @@ class KeyGuard:
 
     async def check_once(self) -> list[QuarantineRecord]:
         """One pass over every key; returns the keys moved to quarantine."""
-        expected = self.expected_types()
-        names = list(expected)
-        counters = [key for key in names if expected[key] == "integer"]
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for key in names:
-                pipe.type(key)
-            for key in counters:
-                pipe.getrange(key, 0, COUNTER_PEEK - 1)
-            replies = await pipe.execute(raise_on_error=False)
-        types = dict(zip(names, replies[: len(names)], strict=True))
-        values = dict(zip(counters, replies[len(names) :], strict=True))
-
-        records: list[QuarantineRecord] = []
-        for key in names:
-            reply = types[key]
-            if isinstance(reply, Exception):
-                self._unchecked(key, reply)
-                continue
-            found = _text(reply)
-            want = expected[key]
-            if found == "none":
-                continue  # absent is fine: created when needed
-            detail = ""
-            if want == "integer" and found == "string":
-                value = values[key]
-                if isinstance(value, Exception):
-                    self._unchecked(key, value)
-                    continue
-                peeked = value if isinstance(value, bytes) else str(value).encode()
-                if guard.holds_integer(peeked):
-                    continue
-                detail = f" holding {peeked[:32]!r}, not an integer"
-            elif found == want:
-                continue
-            record = await self._move(key, found, want, detail)
-            if record is not None:
-                records.append(record)
+        self._last_pass = time.monotonic()
+        requested, self._requested = self._requested, False
+        records = await guard_keys(
+            self._redis, self._keys, self.expected_types(), self._log, ttl=self._ttl
+        )
+        if records:
+            self._gap = MIN_CHECK_GAP
+        elif requested:
+            self._gap = min(self._gap * 2, MAX_CHECK_GAP)
         return records
 
-    async def _move(
-        self, key: str, found: str, want: ExpectedType, detail: str
-    ) -> QuarantineRecord | None:
-        try:
-            moved_to = await guard.quarantine(
-                self._redis, self._keys, key=key, expected=want, ttl=self._ttl
-            )
-        except Exception as exc:
-            if is_outage(exc):
-                raise
-            self._log.error(
-                "key guard: %s has type %s%s, expected %s, and could not be moved to "
-                "quarantine (%s: %s); it is checked again on the next pass",
-                key,
-                found,
-                detail,
-                _described(want),
-                type(exc).__name__,
-                exc,
-            )
-            return None
-        if moved_to is None:
-            self._log.info("key guard: %s was fixed before it could be moved; left alone", key)
-            return None
-        self._log.error(
-            "key guard: %s has type %s%s, expected %s: moved to %s (kept %s for a human "
-            "to look at; the library starts the key afresh)",
+
+def recovery_keys(keys: Keys, identity: str) -> dict[str, ExpectedType]:
+    """The keys orphan recovery's requeue of ``identity`` reads or writes, with their types:
+    that process's in-progress list (no live process guards a dead one's) and the shared
+    keys beside it."""
+    return {
+        keys.in_progress(identity): "list",
+        keys.last_beat: "hash",
+        keys.repeat_orphans: "list",
+        keys.dead: "zset",
+        keys.queues: "set",
+        keys.live_queues: "zset",
+        keys.in_progress_identities: "set",
+    }
+
+
+async def guard_recovery_keys(
+    redis: Redis, keys: Keys, identity: str, logger: logging.Logger
+) -> list[QuarantineRecord]:
+    """Recovery's requeue of ``identity`` said WRONGTYPE: move aside whichever of its keys
+    has the wrong type (each is logged), so the next pass recovers it."""
+    return await guard_keys(redis, keys, recovery_keys(keys, identity), logger)
+
+
+async def guard_keys(
+    redis: Redis,
+    keys: Keys,
+    expected: Mapping[str, ExpectedType],
+    logger: logging.Logger,
+    *,
+    ttl: int = QUARANTINE_TTL,
+) -> list[QuarantineRecord]:
+    """Check every key of ``expected`` in one pipeline; move the wrong ones to quarantine."""
+    names = list(expected)
+    counters = [key for key in names if expected[key] == "integer"]
+    async with redis.pipeline(transaction=False) as pipe:
+        for key in names:
+            pipe.type(key)
+        for key in counters:
+            pipe.getrange(key, 0, COUNTER_PEEK - 1)
+        replies = await pipe.execute(raise_on_error=False)
+    types = dict(zip(names, replies[: len(names)], strict=True))
+    values = dict(zip(counters, replies[len(names) :], strict=True))
+
+    records: list[QuarantineRecord] = []
+    for key in names:
+        reply = types[key]
+        if isinstance(reply, Exception):
+            _unchecked(logger, key, reply)
+            continue
+        found = _text(reply)
+        want = expected[key]
+        if found == "none":
+            continue  # absent is fine: created when needed
+        detail = ""
+        if want == "integer" and found == "string":
+            value = values[key]
+            if isinstance(value, Exception):
+                _unchecked(logger, key, value)
+                continue
+            peeked = value if isinstance(value, bytes) else str(value).encode()
+            if guard.holds_integer(peeked):
+                continue
+            detail = f" holding {peeked[:32]!r}, not an integer"
+        elif found == want:
+            continue
+        record = await _move(redis, keys, logger, ttl, key, found, want, detail)
+        if record is not None:
+            records.append(record)
+    return records
+
+
+async def _move(
+    redis: Redis,
+    keys: Keys,
+    logger: logging.Logger,
+    ttl: int,
+    key: str,
+    found: str,
+    want: ExpectedType,
+    detail: str,
+) -> QuarantineRecord | None:
+    try:
+        moved_to = await guard.quarantine(redis, keys, key=key, expected=want, ttl=ttl)
+    except Exception as exc:
+        if is_outage(exc):
+            raise
+        logger.error(
+            "key guard: %s has type %s%s, expected %s, and could not be moved to "
+            "quarantine (%s: %s); it is checked again on the next pass",
             key,
             found,
             detail,
             _described(want),
-            moved_to,
-            _duration(self._ttl),
-        )
-        return QuarantineRecord(key, found, want, moved_to)
-
-    def _unchecked(self, key: str, exc: Exception) -> None:
-        if is_outage(exc):
-            raise exc
-        self._log.error(
-            "key guard: could not check %s (%s: %s); the other keys are still checked",
-            key,
             type(exc).__name__,
             exc,
         )
+        return None
+    if moved_to is None:
+        logger.info("key guard: %s was fixed before it could be moved; left alone", key)
+        return None
+    logger.error(
+        "key guard: %s has type %s%s, expected %s: moved to %s (kept %s for a human "
+        "to look at; the library starts the key afresh)",
+        key,
+        found,
+        detail,
+        _described(want),
+        moved_to,
+        _duration(ttl),
+    )
+    return QuarantineRecord(key, found, want, moved_to)
+
+
+def _unchecked(logger: logging.Logger, key: str, exc: Exception) -> None:
+    if is_outage(exc):
+        raise exc
+    logger.error(
+        "key guard: could not check %s (%s: %s); the other keys are still checked",
+        key,
+        type(exc).__name__,
+        exc,
+    )
 
 
 def _described(expected: ExpectedType) -> str:

@@ -30,8 +30,9 @@ from redis.asyncio import Redis
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
 from cogworker_async.store import commands
-from cogworker_async.store.faults import is_outage
+from cogworker_async.store.faults import is_outage, is_wrong_type
 from cogworker_async.store.replies import text as _text
+from cogworker_async.worker.keyguard import guard_recovery_keys
 from cogworker_async.worker.unsettled import file_unsettled
 
 
@@ -109,6 +110,13 @@ class Recovery:
             except Exception as exc:  # one identity must never stop the others
                 if is_outage(exc):
                     raise
+                # A wrong-typed key (its in-progress list, which no live process
+                # guards, or a shared one): moved aside now, logged by the guard,
+                # and the next pass recovers it, instead of a skip every pass.
+                if is_wrong_type(exc) and await guard_recovery_keys(
+                    self._redis, self._keys, identity, self._log
+                ):
+                    continue
                 self._log.error(
                     "orphan recovery skipped %s: %s: %s", identity, type(exc).__name__, exc
                 )

@@ -1,9 +1,16 @@
 """Filing failed jobs: retry with backoff, dead when out of retries, or discard.
 
-A filing whose Redis call fails with an outage is kept *pending* in memory and
-finished later by reconciliation: a job that ran is never run again because
-settling it failed. A shutdown that still can't file one leaves it on the
-in-progress list (kept, never requeued), where recovery will find it.
+A filing whose Redis call fails, for whatever reason (an outage, ``OOM``,
+``NOPERM``, a wrong-typed retry or dead set, any other error), is kept
+*pending* in memory and finished later by reconciliation: a job that ran is
+never run again because settling it failed, and a failure to file one job
+never reaches the processor, so the other jobs and the worker go on. After an
+outage a pending filing is tried on every reconcile pass; after any other
+error, with a back-off (``RETRY_FIRST`` doubling to ``RETRY_MAX``), so a
+refusal that lasts is not hammered. Repeated failures are logged once per
+episode, and a ``WRONGTYPE`` reply wakes the key guard. A shutdown that still
+can't file one leaves it on the in-progress list (kept, never requeued), where
+recovery will find it.
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ import logging
 import random
 import time
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -23,10 +31,12 @@ from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
 from cogworker_async.store import commands
 from cogworker_async.store.commands import Filing
-from cogworker_async.store.faults import is_outage
+from cogworker_async.store.faults import FailureLog, is_outage
 from cogworker_async.timing import retry_backoff
 
 DUPLICATE_WARNING = "recovered while still running here: it may have run twice"
+RETRY_FIRST = 1.0  # s before a filing refused by a non-outage error is tried again
+RETRY_MAX = 60.0
 
 
 def retry_limit(job: dict[str, Any], settings: Settings) -> int | None:
@@ -57,6 +67,7 @@ class Settler:
         identity: str,
         logger: logging.Logger,
         rng: random.Random,
+        on_wrong_type: Callable[[], None] | None = None,
     ) -> None:
         self._redis = redis
         self._keys = keys
@@ -65,6 +76,9 @@ class Settler:
         self._log = logger
         self._rng = rng
         self.pending: dict[bytes, Filing] = {}
+        # Pending filings refused by a non-outage error: raw → (next try, back-off).
+        self._backoff: dict[bytes, tuple[float, float]] = {}
+        self._failures = FailureLog("Filing", logger, on_wrong_type=on_wrong_type)
         self.duplicates_suspected = 0
         self._unflushed_duplicates = 0
 
@@ -133,17 +147,33 @@ class Settler:
         return Filing(raw, "", self._keys.dead, time.time(), payload.unparseable_entry(raw, reason))
 
     async def file(self, filing: Filing) -> None:
-        """File now, or keep it pending if Redis is unreachable."""
+        """File now, or keep it pending if Redis refuses; never raises (but cancellation)."""
+        sent = time.monotonic()
         try:
             await self._file(filing)
-        except Exception as exc:
-            if not is_outage(exc):
-                raise
-            self.pending[filing.raw] = filing
+        except Exception as exc:  # noqa: BLE001 - whatever failed, the job stays ours to file
+            self._keep_pending(filing, exc)
+        else:
+            self._failures.succeeded(sent)
+
+    def _keep_pending(self, filing: Filing, exc: Exception) -> None:
+        """Keep a filing Redis refused for reconciliation; named once, when it is first kept."""
+        first = filing.raw not in self.pending
+        self.pending[filing.raw] = filing
+        self._failures.failed(exc)  # once per episode; WRONGTYPE wakes the key guard
+        if is_outage(exc):
+            self._backoff.pop(filing.raw, None)  # tried on every pass until Redis is back
+        else:
+            previous = self._backoff.get(filing.raw)
+            delay = RETRY_FIRST if previous is None else min(previous[1] * 2, RETRY_MAX)
+            jittered = delay * (0.5 + self._rng.random())
+            self._backoff[filing.raw] = (time.monotonic() + jittered, delay)
+        if first:
             self._log.warning(
-                "jid=%s: could not file its failure (%s): kept pending, filed when Redis is back",
+                "jid=%s: could not file its failure (%s): kept pending, %s",
                 filing.jid,
                 type(exc).__name__,
+                "filed when Redis is back" if is_outage(exc) else "tried again with back-off",
             )
 
     async def _file(self, filing: Filing) -> None:
@@ -192,17 +222,25 @@ class Settler:
                 self._log.error("jid=%s: could not hand over its failure (%s)", filing.jid, exc)
                 keep.append(raw)
             self.pending.pop(raw, None)
+            self._backoff.pop(raw, None)
         return finished, keep
 
     async def settle_pending(self) -> int:
-        """Try every pending filing once; returns how many are still pending."""
+        """Try every pending filing that is due once; returns how many are still pending."""
+        now = time.monotonic()
         for raw, filing in list(self.pending.items()):
+            backoff = self._backoff.get(raw)
+            if backoff is not None and backoff[0] > now:
+                continue
+            sent = time.monotonic()
             try:
                 await self._file(filing)
             except Exception as exc:  # noqa: BLE001 - one bad filing must not block the rest
+                self._keep_pending(filing, exc)
                 if is_outage(exc):
                     break
-                self._log.exception("jid=%s: filing its failure failed", filing.jid)
                 continue
+            self._failures.succeeded(sent)
             self.pending.pop(raw, None)
+            self._backoff.pop(raw, None)
         return len(self.pending)

@@ -15,6 +15,7 @@ the heartbeat keys go.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
@@ -31,7 +32,6 @@ from cogworker_async.keys import Keys
 from cogworker_async.middleware import ServerMiddleware
 from cogworker_async.settings import Settings
 from cogworker_async.store.connection import connect
-from cogworker_async.timing import jittered
 from cogworker_async.worker.duties import start_duties
 from cogworker_async.worker.fetcher import Fetcher
 from cogworker_async.worker.heartbeat import Heartbeat
@@ -129,8 +129,23 @@ class Worker:
             if self._stopping.is_set():
                 task_status.started()
                 return
+            # First: every part that may meet a WRONGTYPE reply wakes it.
+            self.key_guard = KeyGuard(
+                redis,
+                self.keys,
+                settings,
+                identity=self.identity,
+                queues=[s.name for s in settings.queue_specs],
+                logger=self.log,
+            )
             self.settler = Settler(
-                redis, self.keys, settings, identity=self.identity, logger=self.log, rng=self._rng
+                redis,
+                self.keys,
+                settings,
+                identity=self.identity,
+                logger=self.log,
+                rng=self._rng,
+                on_wrong_type=self.key_guard.request_check,
             )
             self.fetcher = Fetcher(
                 redis,
@@ -145,6 +160,7 @@ class Worker:
                 rng=self._rng,
                 on_missing_ack=lambda ack: self.settler.note_duplicate(ack.jid),  # type: ignore[union-attr]
                 prefetch=settings.effective_prefetch,
+                on_wrong_type=self.key_guard.request_check,
             )
             self.processors = Processors(
                 self.fetcher,
@@ -164,14 +180,7 @@ class Worker:
                 busy=self.processors.snapshot,
                 logger=self.log,
                 on_signal=self._signal_from_thread(),
-            )
-            self.key_guard = KeyGuard(
-                redis,
-                self.keys,
-                settings,
-                identity=self.identity,
-                queues=[s.name for s in settings.queue_specs],
-                logger=self.log,
+                on_wrong_type=self._wrong_type_from_thread(),
             )
             # Before the first beat: a wrong-typed heartbeat key would fail it.
             await guard_keys_at_boot(self.key_guard, settings, self.log)
@@ -237,13 +246,7 @@ class Worker:
             logger=self.log,
             recovery=self.recovery if self._reliable else None,
             reconciler=self.reconciler,
-            extra=[
-                (
-                    "Key guard",
-                    self.key_guard.check_once,
-                    lambda: jittered(settings.key_check_interval, self._rng),
-                )
-            ],
+            key_guard=self.key_guard,
         )
 
     def _known_jobs(self) -> list[bytes]:
@@ -263,6 +266,19 @@ class Worker:
 
         def deliver(name: str) -> None:
             loop.call_soon_threadsafe(self.remote_signal, name)
+
+        return deliver
+
+    def _wrong_type_from_thread(self) -> Callable[[], None]:
+        """The heartbeat thread's WRONGTYPE: wake the key guard, on the event loop."""
+        loop = asyncio.get_running_loop()
+
+        def deliver() -> None:
+            if self.key_guard is None:
+                return
+            # A closed loop: the worker is gone, nothing left to guard.
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(self.key_guard.request_check)
 
         return deliver
 

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 import pytest
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -365,3 +366,28 @@ async def test_integer_check_agrees_with_incr(redis: Redis, keys: Keys, value: b
     assert (moved is None) is incr_accepts
     if moved is not None:
         assert await redis.get(moved) == value
+
+
+async def test_request_check_wakes_the_pass_at_once_and_backs_off_when_it_finds_nothing(
+    key_guard: KeyGuard, redis: Redis, keys: Keys
+) -> None:
+    """The duty's sleep (key_check_interval, here 300 s) ends at a WRONGTYPE's request, one
+    pass a second at most; asked-for passes that move nothing space out (1 s, 2 s, ...)."""
+    clock = anyio.current_time
+    key_guard.request_check()
+    began = clock()
+    await key_guard.wait(300)  # no pass yet: at once
+    assert clock() - began < 0.5
+    assert await key_guard.check_once() == []  # asked for, found nothing: next gap 2 s
+
+    key_guard.request_check()
+    await key_guard.wait(300)
+    assert clock() - began >= 1.9
+    await redis.set(keys.paused, "garbage")
+    (record,) = await key_guard.check_once()  # moved something: back to 1 s
+    assert record.key == keys.paused
+
+    passed = clock()
+    key_guard.request_check()
+    await key_guard.wait(300)
+    assert 0.9 <= clock() - passed < 1.5

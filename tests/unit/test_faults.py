@@ -101,3 +101,59 @@ def test_outage_log_ignores_a_success_sent_before_the_outage(
     outage.succeeded(time.monotonic())
     assert not outage.down
     assert caplog.text.count("Redis is back") == 1
+
+
+def test_failure_log_one_line_per_kind_per_episode(caplog: pytest.LogCaptureFixture) -> None:
+    """A Redis error reply is said once without a traceback, a bug of ours once with one,
+    and the success ending the episode says how many tries failed; WRONGTYPE calls the hook
+    every time (the key guard rate-limits itself)."""
+    from cogworker_async.store.faults import FailureLog, is_wrong_type
+
+    logger = logging.getLogger("cogworker_async.tests.failures")
+    caplog.set_level(logging.DEBUG, logger=logger.name)
+    woken: list[int] = []
+    log = FailureLog("Scheduled poller", logger, on_wrong_type=lambda: woken.append(1))
+    wrong = rexc.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value")
+    assert is_wrong_type(wrong)
+    assert not is_wrong_type(rexc.ResponseError("ERR something else"))
+    for _ in range(50):
+        log.failed(wrong)
+    log.failed(rexc.NoPermissionError("this user has no permissions to run the 'zadd' command"))
+    for _ in range(3):
+        log.failed(KeyError("ours"))
+    assert woken == [1] * 50
+    assert log.failing
+    assert not log.down  # no outage in this episode
+    log.succeeded()
+    log.succeeded()
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 3, messages
+    assert messages[0].startswith("Scheduled poller: failing (ResponseError: WRONGTYPE")
+    assert caplog.records[0].exc_info is None
+    assert "a bug: please report it" in messages[1]
+    assert caplog.records[1].exc_info is not None  # the traceback, once
+    assert messages[2].startswith("Scheduled poller: recovered after 54 failure(s) in ")
+    assert not log.failing
+
+
+def test_failure_log_outage_inside_an_error_episode_ends_with_the_outage_line(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """metrics.py counts outages from the started/ended lines: each started one must end."""
+    from cogworker_async.store.faults import FailureLog
+
+    logger = logging.getLogger("cogworker_async.tests.failures2")
+    caplog.set_level(logging.DEBUG, logger=logger.name)
+    log = FailureLog("Fetch", logger)
+    log.failed(rexc.ResponseError("WRONGTYPE Operation against a key"))
+    log.failed(rexc.ConnectionError("Connection refused"))
+    log.failed(rexc.ConnectionError("Connection refused"))
+    assert log.down
+    log.succeeded()
+    messages = [r.getMessage() for r in caplog.records]
+    assert [m.split(" (")[0].split(",")[0] for m in messages] == [
+        "Fetch: failing",
+        "Fetch: Redis unavailable",
+        "Fetch: Redis is back",
+        "Fetch: recovered after 3 failure(s) in 0.0 s",
+    ]
