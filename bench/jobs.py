@@ -11,6 +11,7 @@ process start-up and connecting are not charged to the jobs.
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from typing import Any
 
@@ -85,4 +86,36 @@ async def latency(i: int) -> None:
     await SINK.redis.rpush(SINK.key, repr(started - created_at))
 
 
-ALL = [noop, sleep, latency]
+class RecordFile:
+    """Where ``record`` writes: the file named by ``RECORD_ENV``, opened on first use."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self) -> None:
+        self.fd: int | None = None
+
+    def open(self) -> int:
+        path = os.environ.get(RECORD_ENV)
+        if not path:
+            raise RuntimeError(f"{RECORD_ENV} is not set (run through bench/kill_duplicates.py)")
+        self.fd = os.open(path, os.O_APPEND | os.O_WRONLY | os.O_CREAT, 0o644)
+        return self.fd
+
+
+RECORD_ENV = "COGBENCH_RECORD_FILE"
+RECORD = RecordFile()
+
+
+@job(name="bench.record")
+async def record(i: int) -> None:
+    """Appends ``i`` and a newline to the record file: one unbuffered ``write(2)``.
+
+    O_APPEND and no user-space buffer: once the call returns, the line is the
+    kernel's and survives a SIGKILL of this process the next instant, so the
+    file counts every run, including those whose ack never reached Redis.
+    """
+    fd = RECORD.fd if RECORD.fd is not None else RECORD.open()
+    os.write(fd, b"%d\n" % i)
+
+
+ALL = [noop, sleep, latency, record]
