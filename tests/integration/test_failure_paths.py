@@ -348,10 +348,12 @@ async def test_a_recovered_job_runs_alone(settings: Settings, redis: Redis, keys
         await client.enqueue_many(tracked, [("normal",) for _ in range(20)])
         await client.enqueue(tracked, "suspect")
         await client.enqueue_many(tracked, [("normal",) for _ in range(20)])
-    # Make the middle job look recovered from a dead process, as requeue.lua marks it.
+    # Make the middle job look recovered from a dead process, orphaned twice,
+    # as requeue.lua marks it (the mark counts beside its orphan counter).
     queued = await redis.lrange(keys.queue("default"), 0, -1)
     index = next(i for i, raw in enumerate(queued) if b'"suspect"]' in raw)
     await redis.lset(keys.queue("default"), index, b'{"suspect":1,' + queued[index][1:])
+    await redis.set(keys.orphanings(orjson.loads(queued[index])["jid"]), 2)
     async with Worker(settings.model_copy(update={"concurrency": 10}), jobs=[tracked]):
         await wait_for(lambda: _ran(41), timeout=20)
     assert active["overlaps"] == 0  # nothing else ran beside it
