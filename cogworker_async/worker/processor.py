@@ -104,7 +104,7 @@ class Processors:
             # never judged a stray (see Reconciler).
             claimed[slot] = raw
             try:
-                if raw.startswith(SUSPECT_PREFIX) and await fetcher.is_suspect(raw):
+                if raw.startswith(SUSPECT_PREFIX) and await self._is_suspect(raw):
                     await self._process_alone(slot, raw)
                     continue
                 if not self._no_suspect_running.is_set():
@@ -112,6 +112,16 @@ class Processors:
                 await self.process(slot, raw)
             finally:
                 del claimed[slot]
+
+    async def _is_suspect(self, raw: bytes) -> bool:
+        """Whether a marked job is a suspect indeed; nothing is fetched while we ask."""
+        self._fetcher.isolate(True)
+        try:
+            return await self._fetcher.is_suspect(raw)
+        finally:
+            # A suspect is isolated again before anything else runs (no await
+            # in between, see _process_alone): the lanes see no gap.
+            self._fetcher.isolate(False)
 
     async def _process_alone(self, slot: int, raw: bytes) -> None:
         """Run a job recovered from a dead process with nothing else of ours on the list.
@@ -146,7 +156,9 @@ class Processors:
                     or self._settler.pending
                     or (self._concurrency > 1 and self._fetcher.held)
                 ):
-                    if time.monotonic() >= deadline:
+                    # Only jobs still running make it give up: the rest (a
+                    # blocking wait, acks, filings) clear by themselves soon.
+                    if self.running and time.monotonic() >= deadline:
                         if await self._fetcher.give_back(raw):
                             self._fetcher.decline_suspects(self._alone_wait)
                             self._log.info(
