@@ -390,7 +390,7 @@ async def test_a_suspect_waits_for_the_process_only_so_long(
     Strict order puts the suspect's queue first: on bc90d0c the process took
     it and fetched nothing more until its long job ended.
     """
-    monkeypatch.setattr(processor, "RUN_ALONE_WAIT", 0.3)
+    monkeypatch.setattr(processor, "RUN_ALONE_WAIT", 0.3, raising=False)
     active.update(now=0, overlaps=0, suspect=0)
     settings = settings.model_copy(
         update={"queues": ("default", "other"), "strict_order": True, "concurrency": 3}
