@@ -3,10 +3,12 @@
 --
 -- ARGV[first - 1] = count; ARGV[first .. first + count - 1] = the finished jobs,
 -- each exactly as fetched.
--- Each job is removed from the in-progress list and, if it is a suspect
--- (requeue.lua marked it when it recovered it from a dead process: only such a
--- job has an orphan counter), its orphan counter is deleted: it got to finish,
--- so whatever crashes it sat through are behind it.
+-- Each job is removed from the in-progress list and, if it carries the suspect
+-- mark (requeue.lua marks a job it recovered from a dead process a second
+-- time), its orphan counter is deleted: it got to finish, so whatever crashes
+-- it sat through are behind it. A plain job's counter (orphaned once, then
+-- requeued unmarked) is not looked for: it expires, and finding it would cost
+-- every ack a decode.
 -- Returns the 1-based positions of acks whose job was no longer on the list
 -- (orphan recovery requeued it while it ran here: it may have run twice), and
 -- the count.
