@@ -80,7 +80,7 @@ class Settings(BaseSettings):
     error_message_max: int = Field(default=1000, ge=16)
     # Jobs fetched ahead of demand per process (None: a quarter of concurrency;
     # 0: none). Hides the fetch round trip. Safe beside a job that crashes its
-    # process: recovered jobs run alone, with nothing prefetched beside them.
+    # process: a job orphaned twice runs alone, with nothing prefetched beside it.
     prefetch: int | None = Field(default=None, ge=0)
 
     @classmethod

@@ -13,25 +13,35 @@
 -- ARGV[2] = n, the most jobs to take
 -- ARGV[3] = orphan-counter key prefix, ARGV[4] = wake-up marker key prefix
 -- ARGV[5] = per-day stat TTL (s)
--- ARGV[6] = number of acks a; ARGV[7..6+a] = the finished jobs, as fetched
--- ARGV[7+a..] = the queue names matching KEYS[5..]
+-- ARGV[6] = "1" when a suspect may be taken, "0" when the caller declines them
+--   (it just gave one back: it could not get the process to itself in time)
+-- ARGV[7] = number of acks a; ARGV[8..7+a] = the finished jobs, as fetched
+-- ARGV[8+a..] = the queue names matching KEYS[5..]
 -- Returns {jobs taken (raw, in the order taken), positions of acks whose job
 -- was already gone, names of queues skipped because their key has the wrong type}.
 -- Atomic: a job is on its queue or on the in-progress list, never neither.
+--
+-- Suspects (jobs requeue.lua marked after orphaning them more than once) run
+-- alone: one is taken only as the first job of a call that accepts them, and
+-- the call then ends. A suspect met later, or in a call that declines them,
+-- is left where it is at the front of its queue and that queue is skipped —
+-- the other queues are still served, in strict order too. A mark counts only
+-- beside the job's orphan counter >= 1 (real_suspect): a producer can write
+-- the text, not the counter, so a forged mark is cut off and the job taken as
+-- a plain one. Only a job whose third byte is "s" is looked at twice.
 --- @include ack_jobs
 
-local missing, acked = ack_jobs(KEYS[1], ARGV[3], 7, ARGV[1] == "reliable")
+local missing, acked = ack_jobs(KEYS[1], ARGV[3], 8, ARGV[1] == "reliable")
 -- Only what this call removed: an ack resent after a lost reply counts once.
 count_processed(KEYS[3], KEYS[4], acked - #missing, tonumber(ARGV[5]))
 
 local reliable = ARGV[1] == "reliable"
 local wanted = tonumber(ARGV[2])
-local names_at = 7 + acked
+local suspects_ok = ARGV[6] == "1"
+local counter_prefix = ARGV[3]
+local names_at = 8 + acked
 local taken, broken = {}, {}
--- A suspect (a job recovered from a dead process, marked by requeue.lua) is
--- always alone in its batch: the worker runs it with nothing else held, so
--- if it is what crashes processes, it takes no neighbour down with it.
-local alone = false
+local alone = false -- a suspect was taken: nothing else goes with it
 for i = 5, #KEYS do
   if wanted <= #taken or alone then
     break
@@ -48,15 +58,21 @@ for i = 5, #KEYS do
       broken[#broken + 1] = name
     else
       local first = #taken + 1
+      local skipped = false -- a suspect left at this queue's front
       for j = #batch, 1, -1 do
         local job = batch[j]
         if is_suspect(job) then
-          -- Taken only as the first job of the whole call; else left for the next.
-          if #taken == 0 then
-            taken[1] = job
+          local real
+          real, job = real_suspect(job, counter_prefix)
+          if real then
+            if #taken == 0 and suspects_ok then
+              taken[1] = job
+              alone = true
+            else
+              skipped = true
+            end
+            break
           end
-          alone = true
-          break
         end
         taken[#taken + 1] = job
       end
@@ -71,8 +87,11 @@ for i = 5, #KEYS do
         end
         redis.call("LTRIM", KEYS[i], 0, -(moved + 1))
       end
-      -- Filled up with work still waiting: wake another idle process for it.
-      if (#taken >= wanted or alone) and redis.call("LLEN", KEYS[i]) > 0 then
+      -- Filled up with work still waiting, or a suspect left for a process
+      -- with nothing else to run: wake another idle process for it. Not when
+      -- this caller declines suspects: it would only wake itself, in a loop.
+      if (#taken >= wanted or alone or (skipped and suspects_ok))
+          and redis.call("LLEN", KEYS[i]) > 0 then
         redis.pcall("ZADD", ARGV[4] .. name, 0, "1")
       end
     end

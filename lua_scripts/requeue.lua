@@ -7,11 +7,17 @@
 -- KEYS[6] = queues set, KEYS[7] = live_queues sorted set
 -- KEYS[8] = beating_since hash, KEYS[9] = processes set,
 -- KEYS[10] = the owner's workers hash, KEYS[11] = in_progress_identities set
--- Every job recovered from a dead process goes back marked as a suspect: its
--- payload gains a leading `"suspect":1` field (inserted as text, nothing else
--- re-encoded), and the next worker runs it alone. A job that crashed its
--- process then can't take innocent neighbours down with it, and only its own
--- orphan count grows.
+-- Suspects: a job recovered from a dead process is counted (its orphan
+-- counter, `counter_prefix .. jid`) and goes back marked as a suspect — a
+-- leading `"suspect":1` field, inserted as text, nothing else re-encoded —
+-- only once it has been orphaned before (its counter was already >= 1), or
+-- when one more orphaning would park it (so with max_orphanings = 1 the last
+-- chance runs alone too). Most crashes are a deploy or an OOM kill taking
+-- innocent jobs down together: their first recovery runs at full
+-- concurrency. A suspect runs alone, so a job that keeps crashing its process
+-- can't take innocent neighbours down with it, and only its own count grows.
+-- The mark counts only beside a counter >= 1 (fetch.lua checks; a producer
+-- can write the text, not the counter).
 -- ARGV[1] = JSON object:
 --   identity        the list's owner
 --   threshold       seconds since its last beat before it counts as dead, or
@@ -125,7 +131,7 @@ for _ = 1, redis.call("LLEN", KEYS[1]) do
     -- Only when recovering from a dead process: count how often this job was
     -- orphaned and park it for `dead` past the limit, or a job that kills its
     -- own process would come back after every crash, forever.
-    local counter, parked = nil, false
+    local counter, parked, isolate = nil, false, false
     if recovering then
       local jid = jid_of(job)
       if jid then
@@ -135,6 +141,8 @@ for _ = 1, redis.call("LLEN", KEYS[1]) do
         if count == nil and current then
           redis.pcall("DEL", counter) -- unusable: start over, never switch the limit off
         end
+        -- Orphaned before, or the next orphaning would park it: run it alone.
+        isolate = (count or 0) >= 1 or (count or 0) + 2 > tonumber(cfg["max_orphanings"])
         if (count or 0) + 1 > tonumber(cfg["max_orphanings"]) then
           parked = type(redis.pcall("RPUSH", KEYS[4], job)) == "number"
           if not parked then
@@ -148,7 +156,7 @@ for _ = 1, redis.call("LLEN", KEYS[1]) do
     local written, queue = parked, nil
     if not parked then
       local payload = job
-      if recovering then
+      if isolate then
         payload = as_suspect(job)
       end
       written, queue = pcall(requeue_job, payload, cfg["queue_prefix"], cfg["wakeup_prefix"],

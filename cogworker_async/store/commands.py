@@ -63,8 +63,12 @@ async def fetch(
     want: int,
     acks: Sequence[Ack],
     reliable: bool,
+    suspects: bool = True,
 ) -> FetchResult:
-    """Acknowledge ``acks`` and take up to ``want`` jobs from ``queues`` (in that order)."""
+    """Acknowledge ``acks`` and take up to ``want`` jobs from ``queues`` (in that order).
+
+    ``suspects=False``: take no suspect (a queue whose front is one is skipped).
+    """
     script_keys = [
         keys.in_progress(identity),
         keys.paused,
@@ -78,6 +82,7 @@ async def fetch(
         keys.orphanings_prefix,
         keys.wakeup_prefix,
         DAY_STAT_TTL,
+        1 if suspects else 0,
         *_ack_args(acks),
         *queues,
     ]

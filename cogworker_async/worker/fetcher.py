@@ -23,6 +23,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 
 import anyio
+import orjson
 from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
@@ -125,6 +126,9 @@ class Fetcher:
         self._outage = FailureLog("Fetch", logger, on_wrong_type=on_wrong_type)
         self._block_failures = FailureLog("Blocking fetch", logger, on_wrong_type=on_wrong_type)
         self._on_wrong_type = on_wrong_type or (lambda: None)
+        # Until then (monotonic) no suspect is taken: this process just gave
+        # one back, unable to get itself to itself in time (see Processors).
+        self._decline_until = 0.0
 
     # --- processors' side -------------------------------------------------
     def _processor_waits(self) -> None:
@@ -183,6 +187,39 @@ class Fetcher:
 
     def _deliver(self, jobs: Sequence[bytes]) -> None:
         self._handout.deliver(jobs)
+
+    def decline_suspects(self, seconds: float) -> None:
+        """Take no suspect for ``seconds``: a queue whose front is one is skipped meanwhile."""
+        self._decline_until = time.monotonic() + seconds
+
+    def _declining(self) -> bool:
+        return time.monotonic() < self._decline_until
+
+    async def is_suspect(self, raw: bytes) -> bool:
+        """Whether a job carrying the suspect mark is one: its orphan counter is >= 1.
+
+        fetch.lua's rule (``real_suspect``), asked again here for a job that
+        reached us without it (the blocking wait's ``BLMOVE``): only
+        requeue.lua writes the counter, so a mark a producer wrote runs as a
+        plain job. One GET, for marked jobs only. Unanswered: a suspect (the
+        safe side).
+        """
+        try:
+            jid = orjson.loads(raw).get("jid")
+        except (orjson.JSONDecodeError, AttributeError):
+            return False  # not a job object: buried as unparseable, alone or not
+        if not isinstance(jid, str):
+            return False
+        try:
+            count = await self._redis.get(self._keys.orphanings(jid))
+        except Exception as exc:  # noqa: BLE001 - can't tell: run it alone
+            if not is_outage(exc):
+                self._log.warning("jid=%s orphan counter unreadable (%s): run alone", jid, exc)
+            return True
+        try:
+            return count is not None and int(count) >= 1
+        except ValueError:
+            return False
 
     def isolate(self, on: bool) -> None:
         """Stop (or resume) fetching while a suspect waits for, or has, the process alone."""
@@ -255,6 +292,7 @@ class Fetcher:
                 want=want,
                 acks=acks,
                 reliable=self.reliable,
+                suspects=sent >= self._decline_until,
             )
         except Exception as exc:  # noqa: BLE001 - any failure: keep the acks, retry soon
             self._acks.failed(call_id)
@@ -331,7 +369,9 @@ class Fetcher:
         if not names:
             await anyio.sleep(idle_backoff(streak, self._idle_max, self._rng))
             return Woke.NOTHING
-        on_markers = self.reliable and len(names) > 1
+        # While declining suspects, never BLMOVE: it would take one at the
+        # queue's front all the same. The markers make the lanes look instead.
+        on_markers = self.reliable and (len(names) > 1 or self._declining())
         woke, job = await wait_for_work(
             self._blocking,
             self._keys,

@@ -3,10 +3,12 @@
 --
 -- ARGV[first - 1] = count; ARGV[first .. first + count - 1] = the finished jobs,
 -- each exactly as fetched.
--- Each job is removed from the in-progress list and, if it is a suspect
--- (requeue.lua marked it when it recovered it from a dead process: only such a
--- job has an orphan counter), its orphan counter is deleted: it got to finish,
--- so whatever crashes it sat through are behind it.
+-- Each job is removed from the in-progress list and, if it carries the suspect
+-- mark (requeue.lua marks a job it recovered from a dead process a second
+-- time), its orphan counter is deleted: it got to finish, so whatever crashes
+-- it sat through are behind it. A plain job's counter (orphaned once, then
+-- requeued unmarked) is not looked for: it expires, and finding it would cost
+-- every ack a decode.
 -- Returns the 1-based positions of acks whose job was no longer on the list
 -- (orphan recovery requeued it while it ran here: it may have run twice), and
 -- the count.
@@ -22,6 +24,28 @@
 local function is_suspect(job)
   -- byte 3 of '{"suspect":' is "s" (115); a plain payload rarely has it there.
   return string.byte(job, 3) == 115 and string.sub(job, 1, 11) == '{"suspect":'
+end
+
+-- real_suspect(job, counter_prefix), for a job is_suspect says is marked:
+-- true, job when it is a suspect indeed — its orphan counter, which only
+-- requeue.lua writes (and only it marks), is >= 1. Else the mark was written
+-- by a producer (or outlived its counter): false, and the job with a
+-- `"suspect":1` mark cut off, to run as the plain job it is. Called only for
+-- marked jobs: a plain job pays nothing for it.
+local function real_suspect(job, counter_prefix)
+  local ok, decoded = pcall(cjson.decode, job)
+  if ok and type(decoded) == "table" and type(decoded["jid"]) == "string" then
+    local count = redis.pcall("GET", counter_prefix .. decoded["jid"])
+    if type(count) == "string" and (tonumber(count) or 0) >= 1 then
+      return true, job
+    end
+  end
+  if string.sub(job, 1, 13) == '{"suspect":1,' then
+    return false, "{" .. string.sub(job, 14)
+  elseif job == '{"suspect":1}' then
+    return false, "{}"
+  end
+  return false, job
 end
 
 local function ack_jobs(in_progress, counter_prefix, first, listed)

@@ -70,6 +70,65 @@ def test_orphans_of_a_killed_worker_are_recovered_by_a_live_one(
                 proc.kill()
 
 
+def test_jobs_recovered_after_one_crash_run_at_full_concurrency(
+    settings: Settings, sync_client: sync_redis.Redis, keys: Keys
+) -> None:
+    """A kill -9 under load (a deploy, an OOM kill): innocent jobs, orphaned once.
+
+    Their first recovery requeues them plainly: they run side by side, not one
+    after another (on bc90d0c: one every 3 s), and fresh work is not held up
+    behind them.
+    """
+    duration = 3.0
+    victim = start_worker(settings.model_copy(update={"concurrency": 20}))
+    survivor = None
+    try:
+        wait_for_sync(lambda: len(identities(sync_client, keys)) == 1, timeout=15)
+        victim_id = identities(sync_client, keys).pop()
+        jids = [f"{i:024x}" for i in range(20)]
+        for jid in jids:
+            enqueue(sync_client, keys, "t.sleep", duration, jid=jid)
+        wait_for_sync(lambda: len(runs(sync_client, keys)) == 20, timeout=15)  # all started
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=10)
+        # Room for fresh work beside the recovered jobs: what is measured is
+        # whether it waits behind them, not for a free slot.
+        survivor = start_worker(settings.model_copy(update={"concurrency": 30}))
+        bound = settings.heartbeat_ttl + settings.orphan_threshold + settings.orphan_check_interval
+        wait_for_sync(
+            lambda: int(sync_client.get(keys.stat("recovered")) or 0) == 20,
+            timeout=bound + 15,
+            interval=0.01,
+        )
+        requeued_at = time.monotonic()
+        assert sync_client.llen(keys.in_progress(victim_id)) == 0
+        fresh = [f"f{i:023x}" for i in range(10)]
+        for jid in fresh:
+            enqueue(sync_client, keys, "t.record", 0, jid=jid)
+        wait_for_sync(lambda: set(fresh) <= set(runs(sync_client, keys)), timeout=60, interval=0.01)
+        fresh_took = time.monotonic() - requeued_at
+        wait_for_sync(
+            lambda: sum(r.endswith(":done") for r in runs(sync_client, keys)) == 20,
+            timeout=90,
+            interval=0.01,
+        )
+        recovered_took = time.monotonic() - requeued_at
+        assert recovered_took < 2 * duration, recovered_took  # about one job's duration
+        assert fresh_took < duration, fresh_took
+        assert sorted(r for r in runs(sync_client, keys) if r.endswith(":done")) == sorted(
+            f"{j}:done" for j in jids
+        )
+        # Orphaned once: counted, not marked (a second orphaning would isolate them).
+        assert all(sync_client.get(keys.orphanings(j)) == b"1" for j in jids)
+        survivor.send_signal(signal.SIGTERM)
+        assert survivor.wait(timeout=10) == 0
+    finally:
+        for proc in (victim, survivor):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+
+
 def test_live_worker_keeps_its_jobs(
     settings: Settings, sync_client: sync_redis.Redis, keys: Keys
 ) -> None:

@@ -17,6 +17,7 @@ from cogworker_async.embedded import EmbeddedRedis
 from cogworker_async.keys import Keys
 from cogworker_async.middleware import JobDict, Next
 from cogworker_async.store.commands import Filing
+from cogworker_async.worker import processor
 from cogworker_async.worker.settlement import Settler
 from cogworker_async.worker.unsettled import file_unsettled
 from tests.faultproxy import FaultProxy
@@ -348,13 +349,71 @@ async def test_a_recovered_job_runs_alone(settings: Settings, redis: Redis, keys
         await client.enqueue_many(tracked, [("normal",) for _ in range(20)])
         await client.enqueue(tracked, "suspect")
         await client.enqueue_many(tracked, [("normal",) for _ in range(20)])
-    # Make the middle job look recovered from a dead process, as requeue.lua marks it.
+    # Make the middle job look recovered from a dead process, orphaned twice,
+    # as requeue.lua marks it (the mark counts beside its orphan counter).
+    queued = await redis.lrange(keys.queue("default"), 0, -1)
+    index = next(i for i, raw in enumerate(queued) if b'"suspect"]' in raw)
+    await redis.lset(keys.queue("default"), index, b'{"suspect":1,' + queued[index][1:])
+    await redis.set(keys.orphanings(orjson.loads(queued[index])["jid"]), 2)
+    async with Worker(settings.model_copy(update={"concurrency": 10}), jobs=[tracked]):
+        await wait_for(lambda: _ran(41), timeout=20)
+    assert active["overlaps"] == 0  # nothing else ran beside it
+
+
+async def test_a_forged_suspect_mark_runs_beside_other_jobs(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
+    """A producer's own `"suspect":1` (no orphan counter behind it) isolates nothing."""
+    active.update(now=0, overlaps=0, suspect=0)
+    async with Client(settings) as client:
+        await client.enqueue(tracked, "suspect")
+        await client.enqueue_many(tracked, [("normal",) for _ in range(20)])
     queued = await redis.lrange(keys.queue("default"), 0, -1)
     index = next(i for i, raw in enumerate(queued) if b'"suspect"]' in raw)
     await redis.lset(keys.queue("default"), index, b'{"suspect":1,' + queued[index][1:])
     async with Worker(settings.model_copy(update={"concurrency": 10}), jobs=[tracked]):
-        await wait_for(lambda: _ran(41), timeout=20)
-    assert active["overlaps"] == 0  # nothing else ran beside it
+        await wait_for(lambda: _ran(21), timeout=20)
+    assert active["overlaps"] > 0  # it ran beside the others (on bc90d0c: alone)
+
+
+@job(name="fp.hold")
+async def hold(seconds: float) -> None:
+    await asyncio.sleep(seconds)
+    runs.append("held")
+
+
+async def test_a_suspect_waits_for_the_process_only_so_long(
+    settings: Settings, redis: Redis, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A busy process gives a suspect back after RUN_ALONE_WAIT and serves other queues.
+
+    Strict order puts the suspect's queue first: on bc90d0c the process took
+    it and fetched nothing more until its long job ended.
+    """
+    monkeypatch.setattr(processor, "RUN_ALONE_WAIT", 0.3, raising=False)
+    active.update(now=0, overlaps=0, suspect=0)
+    settings = settings.model_copy(
+        update={"queues": ("default", "other"), "strict_order": True, "concurrency": 3}
+    )
+    async with Client(settings) as client:
+        await client.enqueue(hold, 3.0)
+        async with Worker(settings, jobs=[hold, tracked]) as worker:
+            await wait_for(lambda: _llen_is(redis, keys.in_progress(worker.identity), 1))
+            # As requeue.lua leaves a job orphaned twice: counted, then marked.
+            jid = "5" * 24
+            await redis.set(keys.orphanings(jid), 2)
+            body = {"jid": jid, "class": "fp.tracked", "args": ["suspect"], "queue": "default"}
+            await redis.lpush(keys.queue("default"), b'{"suspect":1,' + orjson.dumps(body)[1:])
+            await redis.zadd(keys.wakeup("default"), {"1": 0})
+            await client.enqueue_many(
+                tracked.options(queue="other"), [("other",) for _ in range(5)]
+            )
+            await wait_for(lambda: _ran(5), timeout=10)
+            assert runs == ["other"] * 5  # all while the long job still ran
+            await wait_for(lambda: _ran(7), timeout=10)
+    assert runs[5:] == ["held", "suspect"]  # then the suspect, alone
+    assert active["overlaps"] == 0
+    assert await redis.exists(keys.orphanings(jid)) == 0  # it finished: counter cleared
 
 
 @job(name="fp.slowish")

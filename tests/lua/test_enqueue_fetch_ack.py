@@ -189,8 +189,8 @@ async def _on_list(redis: Redis, keys: Keys, *oldest_first: bytes) -> None:
 async def test_fetch_acks_remove_clear_suspect_counters_and_count(redis: Redis, keys: Keys) -> None:
     suspect, plain, c = make_suspect("q"), make_job("q"), make_job("q")
     await _on_list(redis, keys, suspect, plain, c)
-    # Only requeue.lua makes orphan counters, and only for the jobs it marks
-    # as suspects: a plain job's ack does not look for one.
+    # Only a suspect's ack looks for its orphan counter: a plain job's (one
+    # requeued plainly after a first orphaning has one) is left to expire.
     await redis.set(keys.orphanings(jid_of(suspect)), 2)
     await redis.set(keys.orphanings(jid_of(plain)), 2)
     await redis.set(keys.stats_processed, 10)

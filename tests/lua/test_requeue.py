@@ -98,12 +98,16 @@ async def stamp_live(redis: Redis, keys: Keys, *queues: str) -> None:
 # --- unconditional: the process's own list ---------------------------------------
 
 
-async def drain_recovered(redis: Redis, key: str) -> list[bytes]:
-    """Drain jobs recovered from a dead process: each marked a suspect, else as written."""
+async def drain_recovered(redis: Redis, key: str, *, marked: bool = False) -> list[bytes]:
+    """Drain jobs recovered from a dead process, as written but for the suspect mark.
+
+    ``marked``: each must carry it (orphaned before), else none may (a first
+    recovery requeues a job plainly).
+    """
     originals = []
     for raw in await drain(redis, key):
-        assert raw.startswith(b'{"suspect":1,'), raw
-        originals.append(b"{" + raw[len(b'{"suspect":1,') :])
+        assert raw.startswith(b'{"suspect":1,') == marked, raw
+        originals.append(b"{" + raw[len(b'{"suspect":1,') :] if marked else raw)
     return originals
 
 
@@ -242,7 +246,7 @@ async def test_counter_accumulates_over_recoveries(redis: Redis, keys: Keys) -> 
     await orphaned(redis, keys, job)
     assert (await recover(redis, keys)).moved == 1
     assert await redis.get(keys.orphanings(jid_of(job))) == b"2"
-    assert await drain_recovered(redis, keys.queue("q")) == [job]
+    assert await drain_recovered(redis, keys.queue("q"), marked=True) == [job]
 
 
 async def test_corrupt_last_beat_counts_as_none(redis: Redis, keys: Keys) -> None:
@@ -270,7 +274,7 @@ async def test_corrupt_counter_string_starts_over(redis: Redis, keys: Keys) -> N
     await orphaned(redis, keys, job)
     result = await recover(redis, keys, max_orphanings=1)
     assert result.moved == 1
-    assert await drain_recovered(redis, keys.queue("q")) == [job]
+    assert await drain_recovered(redis, keys.queue("q"), marked=True) == [job]
     assert await redis.get(keys.orphanings(jid_of(job))) == b"1"
     assert await redis.exists(keys.repeat_orphans) == 0
 
@@ -282,7 +286,7 @@ async def test_corrupt_counter_hash_starts_over(redis: Redis, keys: Keys) -> Non
     await orphaned(redis, keys, job)
     result = await recover(redis, keys, max_orphanings=1)
     assert result.moved == 1
-    assert await drain_recovered(redis, keys.queue("q")) == [job]
+    assert await drain_recovered(redis, keys.queue("q"), marked=True) == [job]
     assert await redis.type(counter) == b"string"
     assert await redis.get(counter) == b"1"
 
@@ -293,7 +297,7 @@ async def test_counter_at_limit_still_requeued(redis: Redis, keys: Keys) -> None
     await orphaned(redis, keys, job)
     result = await recover(redis, keys, max_orphanings=3)
     assert result.moved == 1
-    assert await drain_recovered(redis, keys.queue("q")) == [job]
+    assert await drain_recovered(redis, keys.queue("q"), marked=True) == [job]
     assert await redis.get(keys.orphanings(jid_of(job))) == b"3"
 
 
