@@ -218,8 +218,10 @@ def test_dotenv_ignores_other_tools_variables_but_not_our_typos(
         "unix:///tmp/redis.sock?db=2",
     ],
 )
-def test_good_redis_urls_accepted(url: str) -> None:
-    assert Settings(redis_url=url).redis_url == url
+def test_good_redis_urls_accepted_and_shown_without_password(url: str) -> None:
+    settings = Settings(redis_url=url)
+    assert settings.redis_url == url
+    assert "pw" not in settings.masked_redis_url
 
 
 @pytest.mark.parametrize(
