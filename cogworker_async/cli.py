@@ -33,7 +33,7 @@ from cogworker_async import api, cli_admin, cli_worker
 from cogworker_async.client import Client
 from cogworker_async.jobs import JobOptions
 from cogworker_async.keys import Keys
-from cogworker_async.settings import Settings
+from cogworker_async.settings import Settings, parse_queue_spec
 from cogworker_async.store.connection import connect
 from cogworker_async.store.faults import is_outage
 
@@ -219,6 +219,15 @@ def parse_job_arguments(
     return args, kwargs
 
 
+def _queue_name_problem(queue: str) -> bool:
+    # No worker could ever read a queue its -q refuses.
+    try:
+        parse_queue_spec(queue)
+    except ValueError:
+        return True
+    return False
+
+
 @app.command()
 def enqueue(
     name: Annotated[str, typer.Argument(help="Registered job name")],
@@ -235,6 +244,10 @@ def enqueue(
     namespace: Namespace = None,
 ) -> None:
     """Enqueue job NAME with JSON arguments; prints its jid."""
+    if not name.strip():
+        raise fail("the job name must not be empty")
+    if queue != queue.strip() or ":" in queue or _queue_name_problem(queue):
+        raise fail(f"bad queue name {queue!r}: letters, digits, '_', '-', '.' (as a worker's -q)")
     if delay is not None and not (math.isfinite(delay) and delay >= 0):
         raise fail(f"--in takes a finite number of seconds, 0 or more: got {delay}")
     parsed, keywords = parse_job_arguments(args or [], kwargs_json)
@@ -414,7 +427,9 @@ def _report(exc: Exception) -> int:
         return exit_code
     if isinstance(exc, ValidationError):
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors()
+            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: "
+            + e["msg"].removeprefix("Value error, ")
+            for e in exc.errors()
         )
         typer.echo(f"error: bad settings: {_one_line(problems)}", err=True)
         return 2

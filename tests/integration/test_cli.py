@@ -322,3 +322,18 @@ def test_a_bug_of_ours_is_an_error_line_then_its_traceback(
     first, *rest = err.splitlines()
     assert first.startswith("error: unexpected KeyError: 'not a user mistake' (a bug")
     assert rest[0].startswith("Traceback (most recent call last):")
+
+
+@pytest.mark.parametrize("queue", ["", "a:b", "a b", "*", "a\nb", "mail\n", " mail", "a:3"])
+def test_enqueue_refuses_a_queue_no_worker_can_read(
+    settings: Settings, sync_client: sync_redis.Redis, keys: Keys, queue: str
+) -> None:
+    line = one_error(cli(settings, "enqueue", "t.record", "1", "--queue", queue), 2)
+    assert line.startswith(f"error: bad queue name {queue!r}")
+    assert sync_client.keys(f"{keys.ns}:*") == []
+
+
+def test_enqueue_refuses_an_empty_job_name(settings: Settings) -> None:
+    assert one_error(cli(settings, "enqueue", "", "1"), 2) == (
+        "error: the job name must not be empty"
+    )
