@@ -1,15 +1,24 @@
 """The ``cogworker-async`` command. Thin: parses, sets up logging and signals, calls the library.
 
 User mistakes (a bad module, queue spec or Redis URL, an unreachable Redis)
-are one clear line on stderr and a non-zero exit, never a traceback.
+are one ``error:`` line on stderr and a non-zero exit, never a traceback:
+exit 2 for a usage mistake, 1 for a runtime failure. They are turned into
+that line in two places only: ``run_redis`` for whatever Redis answers
+(with the URL's password masked), and ``main`` for the rest (click's usage
+errors included). Only a bug of ours still shows a traceback, after its
+``error:`` line.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import json
 import logging
+import math
+import re
 import sys
+import traceback
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import asdict
 from typing import Annotated, Any, TypeVar
@@ -17,17 +26,25 @@ from typing import Annotated, Any, TypeVar
 import typer
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
+from redis import exceptions as rexc
 from redis.asyncio import Redis
 
 from cogworker_async import api, cli_admin, cli_worker
 from cogworker_async.client import Client
 from cogworker_async.jobs import JobOptions
 from cogworker_async.keys import Keys
-from cogworker_async.settings import Settings
+from cogworker_async.settings import Settings, parse_queue_spec
 from cogworker_async.store.connection import connect
 from cogworker_async.store.faults import is_outage
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, help="cogworker-async: Redis jobs.")
+# No pretty (rich) tracebacks: ``main`` turns every user mistake into one line,
+# and a bug's plain traceback must not print the settings' locals (the password).
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="cogworker-async: Redis jobs.",
+    pretty_exceptions_enable=False,
+)
 T = TypeVar("T")
 
 RedisUrl = Annotated[
@@ -44,18 +61,65 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     return typer.Exit(code)
 
 
+# Settings fields set by a CLI option of the same meaning: a bad value names the option.
+_OPTION_OF = {
+    "redis_url": "--redis-url",
+    "namespace": "--namespace",
+    "concurrency": "--concurrency",
+    "queues": "--queue",
+    "shutdown_timeout": "--timeout",
+}
+
+
 def build_settings(**overrides: Any) -> Settings:
     given = {k: v for k, v in overrides.items() if v is not None}
     try:
         return Settings(**given)
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors()
-        )
-        raise fail(f"bad settings: {problems}") from None
+        problems = []
+        for e in exc.errors():
+            field = ".".join(str(p) for p in e["loc"])
+            if field in given and field in _OPTION_OF:
+                where = _OPTION_OF[field]
+            elif field:
+                where = f"{field} (COGWORKER_{field.upper()})"
+            else:
+                where = "settings"
+            problems.append(f"{where}: {e['msg'].removeprefix('Value error, ')}")
+        raise fail(f"bad settings: {'; '.join(problems)}") from None
     except SettingsError as exc:
         cause = f" ({exc.__cause__})" if exc.__cause__ else ""
         raise fail(f"bad settings in the environment: {exc}{cause}") from None
+
+
+_AUTH_REPLIES = ("WRONGPASS", "NOAUTH")
+
+
+def is_auth_failure(exc: BaseException) -> bool:
+    """A wrong or missing user/password (redis-py files some under ConnectionError)."""
+    if isinstance(exc, rexc.AuthenticationError | rexc.AuthenticationWrongNumberOfArgsError):
+        return True
+    return isinstance(exc, rexc.ResponseError) and str(exc).startswith(_AUTH_REPLIES)
+
+
+def redis_failure(exc: BaseException, settings: Settings) -> str | None:
+    """The one line for a failure Redis reported, or None when ``exc`` is not one."""
+    where = settings.masked_redis_url
+    if is_auth_failure(exc):  # before is_outage: an AuthenticationError is a ConnectionError
+        return (
+            f"authentication failed at {where}: {exc} "
+            "(check the user and password in --redis-url or COGWORKER_REDIS_URL)"
+        )
+    if is_outage(exc):
+        return f"cannot reach Redis at {where}: {exc}"
+    if isinstance(exc, rexc.RedisError):
+        if "DB index is out of range" in str(exc):
+            return (
+                f"Redis at {where} has no such database ({exc}): the DB index must be "
+                "below the server's `databases` setting (16 by default)"
+            )
+        return f"Redis at {where} refused: {type(exc).__name__}: {exc}"
+    return None
 
 
 def run_redis(settings: Settings, action: Callable[[Redis, Keys], Awaitable[T]]) -> T:
@@ -73,31 +137,120 @@ def run_redis(settings: Settings, action: Callable[[Redis, Keys], Awaitable[T]])
     try:
         return asyncio.run(main())
     except Exception as exc:
-        if is_outage(exc):
-            raise fail(f"cannot reach Redis at {settings.redis_url}: {exc}", 1) from None
-        raise
+        message = redis_failure(exc, settings)
+        if message is None:
+            raise
+        raise fail(message, 1) from None
 
 
 # ``worker`` (and ``check``) first: the command most people come for.
 cli_worker.register(app, build_settings=build_settings, run=run_redis, fail=fail)
 
 
+_INT64 = (-(2**63), 2**63 - 1)
+_KEYWORD = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$", re.DOTALL)
+
+
+class _NotPortable(ValueError):
+    """JSON Python reads but other languages (and the payload encoder) would not."""
+
+
+def _refuse_constant(text: str) -> Any:
+    raise _NotPortable(f"{text} is not a JSON number")
+
+
+def _portable_int(text: str) -> int:
+    # Checked by length first: Python refuses to parse over 4300 digits at all.
+    value = int(text) if len(text) <= 21 else None
+    if value is None or not _INT64[0] <= value <= _INT64[1]:
+        raise _NotPortable(
+            f"integer {text[:24]}{'...' if len(text) > 24 else ''} does not fit in 64 bits"
+        )
+    return value
+
+
+def _portable_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NotPortable(f"number {text} is too large for a 64-bit float")
+    return value
+
+
+def parse_json_argument(text: str, what: str) -> Any:
+    """``text`` as portable JSON (no NaN or infinity, integers within 64 bits)."""
+    try:
+        return json.loads(
+            text,
+            parse_constant=_refuse_constant,
+            parse_int=_portable_int,
+            parse_float=_portable_float,
+        )
+    except _NotPortable as exc:
+        raise fail(f"{what} is not portable JSON ({exc}): {text[:80]!r}") from None
+    except json.JSONDecodeError as exc:
+        raise fail(f"{what} is not JSON ({exc.msg}): {text[:80]!r}") from None
+
+
+def parse_job_arguments(
+    texts: list[str], kwargs_json: str | None
+) -> tuple[list[Any], dict[str, Any]]:
+    """Positional arguments (each JSON) and keyword ones (``NAME=JSON`` or ``--kwargs``).
+
+    ``NAME=...`` is never valid JSON, so it cannot be mistaken for a positional one.
+    """
+    args: list[Any] = []
+    kwargs: dict[str, Any] = {}
+    if kwargs_json is not None:
+        given = parse_json_argument(kwargs_json, "--kwargs")
+        if not isinstance(given, dict):
+            raise fail(
+                f'--kwargs must be a JSON object, like \'{{"to": "a@b.c"}}\': {kwargs_json[:80]!r}'
+            )
+        kwargs.update(given)
+    for index, text in enumerate(texts):
+        keyword = _KEYWORD.match(text)
+        if keyword is None:
+            args.append(parse_json_argument(text, f"argument {index}"))
+            continue
+        name = keyword["name"]
+        if name in kwargs:
+            raise fail(f"keyword argument {name!r} is given twice")
+        kwargs[name] = parse_json_argument(keyword["value"], f"keyword argument {name!r}")
+    return args, kwargs
+
+
+def _queue_name_problem(queue: str) -> bool:
+    # No worker could ever read a queue its -q refuses.
+    try:
+        parse_queue_spec(queue)
+    except ValueError:
+        return True
+    return False
+
+
 @app.command()
 def enqueue(
     name: Annotated[str, typer.Argument(help="Registered job name")],
-    args: Annotated[list[str] | None, typer.Argument(help="Arguments, each as JSON")] = None,
+    args: Annotated[
+        list[str] | None,
+        typer.Argument(help="Arguments, each as JSON; NAME=JSON for a keyword argument"),
+    ] = None,
     queue: Annotated[str, typer.Option("--queue")] = "default",
     delay: Annotated[float | None, typer.Option("--in", help="Run in SECONDS")] = None,
+    kwargs_json: Annotated[
+        str | None, typer.Option("--kwargs", help="Keyword arguments as one JSON object")
+    ] = None,
     redis_url: RedisUrl = None,
     namespace: Namespace = None,
 ) -> None:
     """Enqueue job NAME with JSON arguments; prints its jid."""
-    parsed: list[Any] = []
-    for index, text in enumerate(args or []):
-        try:
-            parsed.append(json.loads(text))
-        except json.JSONDecodeError as exc:
-            raise fail(f"argument {index} is not JSON ({exc.msg}): {text!r}") from None
+    if not name.strip():
+        raise fail("the job name must not be empty")
+    if queue != queue.strip() or ":" in queue or _queue_name_problem(queue):
+        raise fail(f"bad queue name {queue!r}: letters, digits, '_', '-', '.' (as a worker's -q)")
+    if delay is not None and not (math.isfinite(delay) and delay >= 0):
+        raise fail(f"--in takes a finite number of seconds, 0 or more: got {delay}")
+    parsed, keywords = parse_job_arguments(args or [], kwargs_json)
     settings = build_settings(redis_url=redis_url, namespace=namespace)
     from cogworker_async.jobs import BoundJob, JobFunction
 
@@ -105,7 +258,10 @@ def enqueue(
 
     async def action(redis: Redis, keys: Keys) -> str | None:
         client = Client(settings, redis=redis)
-        return await client.enqueue(target, *parsed)
+        try:
+            return await client.enqueue(target, *parsed, **keywords)
+        except (TypeError, ValueError) as exc:  # the client refused the job as given
+            raise fail(str(exc)) from None
 
     typer.echo(run_redis(settings, action))
 
@@ -142,8 +298,14 @@ def queues(
     if json_out:
         typer.echo(json.dumps([asdict(q) for q in result]))
         return
-    for q in result:
-        typer.echo(f"{q.name}\t{q.size}\t{q.latency:.3f}\t{'paused' if q.paused else ''}")
+    rows = [
+        [q.name, str(q.size), f"{q.latency:.3f}s", "paused" if q.paused else ""] for q in result
+    ]
+    if not rows:
+        typer.echo("(none)")
+        return
+    for line in cli_admin.table(["QUEUE", "SIZE", "LATENCY", "PAUSED"], rows, right={1, 2}):
+        typer.echo(line)
 
 
 def _queue_action(
@@ -170,11 +332,13 @@ app.command("resume")(_queue_action(api.resume))
 @app.command()
 def clear(
     queue: Annotated[str, typer.Argument()],
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask")] = False,
     redis_url: RedisUrl = None,
     namespace: Namespace = None,
 ) -> None:
-    """Delete every job waiting on QUEUE (it stays listed, and paused if it was)."""
+    """Delete every job waiting on QUEUE (it stays listed, and paused if it was); asks first."""
     settings = build_settings(redis_url=redis_url, namespace=namespace)
+    cli_admin.confirm(f"delete every job waiting on {queue}", yes=yes, fail=fail)
     removed = run_redis(settings, lambda redis, keys: api.clear_queue(redis, keys, queue))
     typer.echo(f"cleared {removed} job(s) from {queue}")
 
@@ -208,5 +372,78 @@ def _run_admin(
 cli_admin.register(app, run=_run_admin, fail=fail)
 
 
+def _version(value: bool) -> None:
+    if value:
+        try:
+            version = importlib.metadata.version("cogworker-async")
+        except importlib.metadata.PackageNotFoundError:  # run from a checkout, not installed
+            from cogworker_async import __version__ as version
+        typer.echo(f"cogworker-async {version}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", is_eager=True, callback=_version, help="Print the version"),
+    ] = False,
+) -> None:
+    """cogworker-async: Redis jobs."""
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def run_cli(argv: list[str] | None = None) -> int:
+    """Run the command line; every way out is an exit code, user mistakes one ``error:`` line."""
+    command = typer.main.get_command(app)
+    try:
+        result = command.main(args=argv, prog_name="cogworker-async", standalone_mode=False)
+    except typer.Abort:
+        typer.echo("error: aborted", err=True)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # noqa: BLE001 - the one place every failure becomes an exit code
+        return _report(exc)
+    return result if isinstance(result, int) else 0
+
+
+def _report(exc: Exception) -> int:
+    # click's usage errors (vendored by newer typer, so matched by shape): one line.
+    exit_code, message = getattr(exc, "exit_code", None), getattr(exc, "format_message", None)
+    if isinstance(exit_code, int) and callable(message):
+        if type(exc).__name__ == "NoArgsIsHelpError":  # the help is the message (or printed)
+            if text := str(message()):
+                typer.echo(text, err=True)
+            return exit_code
+        line = _one_line(str(message())).replace("Value error, ", "")
+        ctx = getattr(exc, "ctx", None)
+        if ctx is not None and exit_code == 2:
+            line += f" (see {ctx.command_path} --help)"
+        typer.echo(f"error: {line}", err=True)
+        return exit_code
+    if isinstance(exc, ValidationError):
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: "
+            + e["msg"].removeprefix("Value error, ")
+            for e in exc.errors()
+        )
+        typer.echo(f"error: bad settings: {_one_line(problems)}", err=True)
+        return 2
+    if isinstance(exc, rexc.RedisError | OSError):
+        typer.echo(f"error: {type(exc).__name__}: {_one_line(str(exc))}", err=True)
+        return 1
+    typer.echo(
+        f"error: unexpected {type(exc).__name__}: {_one_line(str(exc))} "
+        "(a bug in cogworker-async; its traceback follows)",
+        err=True,
+    )
+    traceback.print_exception(exc)
+    return 1
+
+
 def main() -> None:
-    app()
+    sys.exit(run_cli())

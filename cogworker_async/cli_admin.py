@@ -9,8 +9,9 @@ imports it back.
 from __future__ import annotations
 
 import json
+import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Annotated, Any, Protocol, TypeVar
 
 import typer
@@ -45,6 +46,46 @@ class Runner(Protocol):
 
 
 Fail = Callable[[str, int], typer.Exit]
+
+
+def confirm(question: str, *, yes: bool, fail: Fail) -> None:
+    """Go ahead with a destructive command: ``--yes``, or a "y" typed at a terminal.
+
+    Not interactive (a script, a pipe) and no ``--yes``: refused, exit 2,
+    so a script never deletes by accident and never hangs on a prompt.
+    """
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise fail(f"this would {question}: add --yes to go ahead", 2)
+    if not typer.confirm(f"{question[0].upper()}{question[1:]}?", default=False):
+        raise fail("nothing deleted", 1)
+
+
+def table(
+    header: Sequence[str], rows: Sequence[Sequence[str]], right: Collection[int] = ()
+) -> list[str]:
+    """Aligned columns under a header row; columns in ``right`` (numbers) flush right."""
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    return [
+        "  ".join(
+            cell.rjust(width) if i in right else cell.ljust(width)
+            for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+        ).rstrip()
+        for row in [header, *rows]
+    ]
+
+
+def human_size(size: int) -> str:
+    """Bytes as ``51.2 MiB`` (binary units, one decimal; plain bytes below 1 KiB)."""
+    if size < 1024:
+        return f"{size} B"
+    value = float(size)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1024 or unit == "TiB":
+            break
+    return f"{value:.1f} {unit}"
 
 
 def _print_json(data: Any) -> None:
@@ -131,9 +172,8 @@ def _set_app(
         redis_url: RedisUrl = None,
         namespace: Namespace = None,
     ) -> None:
-        """Delete every entry (asks for --yes)."""
-        if not yes:
-            raise fail(f"delete-all removes every entry of {group}: add --yes to go ahead", 2)
+        """Delete every entry (asks first, or --yes)."""
+        confirm(f"delete every entry of {group}", yes=yes, fail=fail)
         deleted = run(redis_url, namespace, lambda r, k: api.delete_all(r, k, which))
         typer.echo(f"deleted {deleted}")
 
@@ -156,7 +196,7 @@ def _process_line(p: api.ProcessInfo, now: float) -> str:
         f"queues {','.join(p.queues or []) or '-'}  {beat}"
     )
     if p.rss is not None:
-        line += f"  rss {p.rss}"
+        line += f"  rss {human_size(p.rss)}"
     return line
 
 

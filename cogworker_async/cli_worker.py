@@ -15,6 +15,7 @@ import os
 import signal
 import socket
 import sys
+import traceback
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from types import ModuleType
@@ -28,8 +29,6 @@ from cogworker_async.errors import CogworkerError
 from cogworker_async.keys import Keys
 from cogworker_async.middleware import ServerMiddleware
 from cogworker_async.settings import Settings, parse_queue_spec
-from cogworker_async.store.connection import connect
-from cogworker_async.store.faults import is_outage
 
 T = TypeVar("T")
 
@@ -56,6 +55,14 @@ class LogFormat(StrEnum):
     json = "json"
 
 
+class LogLevel(StrEnum):
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
+    CRITICAL = "CRITICAL"
+
+
 ALL_INTERFACES = "0.0.0.0"  # noqa: S104 - scraped from other hosts, like prometheus_client's server
 
 # extra -> (module to import, the distribution it needs)
@@ -67,8 +74,29 @@ _EXTRAS = {
 
 def setup_logging(level: str, log_format: str = "text") -> None:
     logging.basicConfig(
-        level=getattr(logging, level.upper(), logging.INFO), handlers=[logfmt.handler(log_format)]
+        level=logging.getLevelName(level.upper()), handlers=[logfmt.handler(log_format)]
     )
+
+
+def import_job_modules(modules: list[str]) -> str | None:
+    """Import each job module; the one line for the first that fails, else None.
+
+    Whatever a module raises at import (a SyntaxError, a NameError, an
+    ImportError inside it) is the user's code failing, so it is reported as
+    one line naming the module, the error and where, not as a traceback.
+    """
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except Exception as exc:  # noqa: BLE001 - any error in user code at import
+            where = ""
+            if not isinstance(exc, SyntaxError):  # its str already says (file, line N)
+                frames = traceback.extract_tb(exc.__traceback__)
+                own = [f for f in frames if "importlib" not in f.filename]
+                if own and own[-1].filename != __file__:
+                    where = f" ({own[-1].filename}, line {own[-1].lineno})"
+            return f"cannot import job module {name!r}: {type(exc).__name__}: {exc}{where}"
+    return None
 
 
 def child_argv(argv: list[str]) -> list[str]:
@@ -122,7 +150,9 @@ def register(
         embedded_redis: Annotated[
             bool, typer.Option("--embedded-redis", help="Start a throwaway redis-server")
         ] = False,
-        log_level: Annotated[str, typer.Option("--log-level")] = "INFO",
+        log_level: Annotated[
+            LogLevel, typer.Option("--log-level", case_sensitive=False)
+        ] = LogLevel.INFO,
         log_format: Annotated[
             LogFormat, typer.Option("--log-format", help="text, or json: one object a line")
         ] = LogFormat.text,
@@ -151,7 +181,7 @@ def register(
         ] = None,
     ) -> None:
         """Run a worker on MODULE... until SIGTERM/SIGINT (a second one stops faster)."""
-        setup_logging(log_level, log_format.value)
+        setup_logging(log_level.value, log_format.value)
         for spec in queue or []:
             try:
                 parse_queue_spec(spec)
@@ -210,6 +240,8 @@ def register(
 
         if os.getcwd() not in sys.path:
             sys.path.insert(0, os.getcwd())  # so `worker examples.tasks` imports from here
+        if (problem := import_job_modules(modules)) is not None:
+            raise fail(problem)
         middleware: list[ServerMiddleware] = []
         if otel:
             tracing = optional("otel", "--otel")
@@ -225,6 +257,9 @@ def register(
             instance = Worker(settings, jobs=modules, middleware=middleware)
         except CogworkerError as exc:
             raise fail(str(exc)) from None
+        # Redis answers (and takes the password) before anything is served:
+        # a mistake here is one line from ``run``, not a worker log.
+        run(settings, lambda redis, _keys: redis.ping())
         if otel and not optional("otel", "--otel").has_tracer_provider():
             # Checked after the job modules are imported: one of them may set it.
             instance.log.warning(
@@ -248,7 +283,6 @@ def register(
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, instance.stop)
-            await check_redis(settings)
             await instance.run()
 
         try:
@@ -260,17 +294,6 @@ def register(
                 server.close()
             if metrics is not None:
                 metrics.close()
-
-    async def check_redis(settings: Settings) -> None:
-        redis = connect(settings)
-        try:
-            await redis.ping()
-        except Exception as exc:
-            if is_outage(exc):
-                raise fail(f"cannot reach Redis at {settings.redis_url}: {exc}", 1) from None
-            raise
-        finally:
-            await redis.aclose()
 
     @app.command()
     def check(redis_url: RedisUrl = None, namespace: Namespace = None) -> None:

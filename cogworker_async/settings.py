@@ -12,6 +12,7 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
+from urllib.parse import parse_qsl, urlsplit
 
 from pydantic import Field, field_validator, model_validator
 from pydantic_settings import (
@@ -54,6 +55,9 @@ class Settings(BaseSettings):
         env_file=".env",
         extra="forbid",
         frozen=True,
+        # A rejected redis_url may hold a password: errors name the field and
+        # what is wrong (with the URL masked), never echo the raw input.
+        hide_input_in_errors=True,
     )
 
     redis_url: str = "redis://localhost:6379/0"
@@ -107,6 +111,22 @@ class Settings(BaseSettings):
 
         return init_settings, env_settings, OwnDotEnv(settings_cls), file_secret_settings
 
+    @field_validator("redis_url")
+    @classmethod
+    def _check_redis_url(cls, value: str) -> str:
+        check_redis_url(value)
+        return value
+
+    def __repr_args__(self) -> Any:
+        # repr(settings) lands in logs and tracebacks: never with the password.
+        for name, value in super().__repr_args__():
+            yield name, (mask_url(value) if name == "redis_url" else value)
+
+    @property
+    def masked_redis_url(self) -> str:
+        """``redis_url`` with its password replaced by ``***``: the form to print or log."""
+        return mask_url(self.redis_url)
+
     @field_validator("queues", mode="before")
     @classmethod
     def _split_queues(cls, value: object) -> object:
@@ -157,3 +177,84 @@ class Settings(BaseSettings):
             parsed = parse_queue_spec(spec)
             seen.setdefault(parsed.name, parsed)
         return tuple(seen.values())
+
+
+_SCHEMES = ("redis", "rediss", "unix")
+_NOT_YET = ("redis+cluster", "redis+sentinel", "rediss+cluster", "rediss+sentinel")
+_HOST_PORT_DB = re.compile(r"^(?P<host>[A-Za-z0-9_.\-]+)(?::(?P<port>\d+))?(?:/(?P<db>\d+))?$")
+_SECRET_QUERY = {"password"}
+
+
+def mask_url(url: str) -> str:
+    """``url`` with any password (``:secret@``, ``?password=``) replaced by ``***``.
+
+    The one way a Redis URL is printed or logged. Never raises: a URL too
+    broken to parse is masked by pattern instead.
+    """
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return re.sub(r"(//[^/@]*?:)[^/@]*@", r"\1***@", url)
+    netloc = parts.netloc
+    userinfo, at, hostport = netloc.rpartition("@")
+    if at and ":" in userinfo:
+        netloc = f"{userinfo.partition(':')[0]}:***@{hostport}"
+    query = "&".join(
+        f"{key}=***" if key.lower() in _SECRET_QUERY else piece
+        for piece in parts.query.split("&")
+        for key in [piece.partition("=")[0]]
+    )
+    if netloc == parts.netloc and query == parts.query:
+        return url
+    tail = (f"?{query}" if query else "") + (f"#{parts.fragment}" if parts.fragment else "")
+    return f"{parts.scheme}://{netloc}{parts.path}{tail}"
+
+
+def check_redis_url(url: str) -> None:
+    """Refuse a ``redis_url`` redis-py would misread or fail on later; the
+    ValueError says what is wrong and what to write instead (password masked).
+
+    Accepted: ``redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]`` (``rediss://`` for
+    TLS) and ``unix:///PATH/TO.sock[?db=DB]``. The DB index is checked to be an
+    integer >= 0 here; whether the server has that many databases is only
+    known when connecting.
+    """
+    shown = mask_url(url)
+    example = "redis://localhost:6379/0 (rediss:// for TLS, unix:///path/to/redis.sock)"
+    if "://" not in url:
+        hint = example
+        if (bare := _HOST_PORT_DB.match(url)) is not None:
+            hint = f"redis://{bare['host']}:{bare['port'] or 6379}/{bare['db'] or 0}"
+        raise ValueError(f"{shown!r} is not a Redis URL (no scheme): write {hint}")
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        if "port" in str(exc).lower():
+            raise ValueError(f"{shown!r}: the port must be an integer from 1 to 65535") from None
+        raise ValueError(f"{shown!r} is not a valid URL ({exc}): write {example}") from None
+    scheme = url.partition("://")[0].lower()
+    if scheme in _NOT_YET:
+        raise ValueError(f"{scheme}:// is not supported yet: give one node as redis://HOST:PORT/DB")
+    if scheme not in _SCHEMES:
+        raise ValueError(
+            f"{shown!r}: scheme {scheme + '://'!r} is not Redis: use redis://, "
+            "rediss:// (TLS) or unix:// (a socket), e.g. redis://localhost:6379/0"
+        )
+    if scheme == "unix":
+        if not parts.path:
+            raise ValueError(f"{shown!r} names no socket: write unix:///path/to/redis.sock")
+    else:
+        if not parts.hostname:
+            raise ValueError(f"{shown!r} names no host: write redis://HOST:PORT/DB")
+        if port == 0 or (port is None and parts.netloc.endswith(":")):
+            raise ValueError(f"{shown!r}: the port must be an integer from 1 to 65535")
+    databases = [value for key, value in parse_qsl(parts.query) if key == "db"]
+    if scheme != "unix" and parts.path not in ("", "/"):
+        databases.append(parts.path[1:])
+    for db in databases:
+        if not (db.isascii() and db.isdigit()):
+            raise ValueError(
+                f"{shown!r}: the DB index {db!r} must be an integer >= 0 "
+                "(the server's limit, 16 by default, is checked when connecting)"
+            )

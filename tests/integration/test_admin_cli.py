@@ -132,7 +132,7 @@ def test_clear_processes_busy_quarantine(
 ) -> None:
     for n in range(3):
         _ok(cli(settings, "enqueue", "t.record", str(n), "--queue", "mail"))
-    assert "cleared 3" in _ok(cli(settings, "clear", "mail"))
+    assert "cleared 3" in _ok(cli(settings, "clear", "mail", "--yes"))
     assert sync_client.llen(keys.queue("mail")) == 0
     assert json.loads(_ok(cli(settings, "queues", "--json"))) == [
         {"name": "mail", "size": 0, "latency": 0.0, "paused": False}
@@ -148,7 +148,7 @@ def test_clear_processes_busy_quarantine(
         "started_at": 10.0,
         "busy": 1,
         "version": "0.1.0",
-        "rss": 2048,
+        "rss": 53_687_091,
     }
     sync_client.set(keys.process("h:1:a"), orjson.dumps(info), px=60_000)
     sync_client.hset(keys.last_beat, "h:1:a", "100.25")
@@ -172,10 +172,14 @@ def test_clear_processes_busy_quarantine(
         "rss",
         "problem",
     }
-    assert (procs[0]["rss"], procs[0]["last_beat"], procs[0]["queues"]) == (2048, 100.25, ["mail"])
+    assert (procs[0]["rss"], procs[0]["last_beat"], procs[0]["queues"]) == (
+        53_687_091,
+        100.25,
+        ["mail"],
+    )
     human = _ok(cli(settings, "processes")).splitlines()
     assert human[0].startswith("h:1:a  alive  h:1  busy 1/5  queues mail")
-    assert "rss 2048" in human[0]
+    assert human[0].endswith("rss 51.2 MiB")
     assert human[1].startswith("h:2:gone  gone (no presence key)  beat -")
 
     busy = json.loads(_ok(cli(settings, "busy", "--json")))
@@ -244,7 +248,7 @@ def test_bad_data_is_shown_not_a_crash(
 
 def test_admin_commands_report_an_unreachable_redis(settings: Settings) -> None:
     unreachable = settings.model_copy(update={"redis_url": "redis://127.0.0.1:1/0"})
-    for command in (["dead", "list"], ["processes"], ["clear", "mail"]):
+    for command in (["dead", "list"], ["processes"], ["clear", "mail", "--yes"]):
         _one_line_error(
             cli(unreachable, *command), 1, "cannot reach Redis at redis://127.0.0.1:1/0"
         )

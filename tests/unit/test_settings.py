@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from cogworker_async.settings import QueueSpec, Settings, parse_queue_spec
+from cogworker_async.settings import QueueSpec, Settings, mask_url, parse_queue_spec
 
 # Keeps every interval rule satisfied, so one test can break exactly one of them.
 VALID_FAST: dict[str, Any] = {
@@ -201,3 +201,95 @@ def test_dotenv_ignores_other_tools_variables_but_not_our_typos(
     (tmp_path / ".env").write_text("DATABASE_URL=postgres://x\nCOGWORKER_CONCURENCY=7\n")
     with pytest.raises(ValidationError, match="cogworker_concurency"):
         Settings()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "redis://localhost:6379/0",
+        "redis://localhost",
+        "redis://localhost/",
+        "REDIS://Host:1/15",
+        "rediss://user:pw@redis.example.com:6380/2",
+        "redis://:pw@127.0.0.1:65535/0?socket_timeout=3",
+        "redis://[::1]:6379/0",
+        "redis://h:6379?db=3",
+        "unix:///tmp/redis.sock",
+        "unix:///tmp/redis.sock?db=2",
+    ],
+)
+def test_good_redis_urls_accepted_and_shown_without_password(url: str) -> None:
+    settings = Settings(redis_url=url)
+    assert settings.redis_url == url
+    assert "pw" not in settings.masked_redis_url
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("localhost:31457", "no scheme): write redis://localhost:31457/0"),
+        ("garbage", "no scheme): write redis://garbage:6379/0"),
+        ("", "no scheme"),
+        ("http://localhost:6379/0", "scheme 'http://' is not Redis"),
+        ("redis+cluster://h:7000", "redis+cluster:// is not supported yet"),
+        ("redis+sentinel://h:26379", "redis+sentinel:// is not supported yet"),
+        ("redis://", "names no host"),
+        ("redis:///0", "names no host"),
+        ("redis://h:notaport/0", "port must be an integer from 1 to 65535"),
+        ("redis://h:0/0", "port must be an integer from 1 to 65535"),
+        ("redis://h:65536/0", "port must be an integer from 1 to 65535"),
+        ("redis://h:/0", "port must be an integer from 1 to 65535"),
+        ("redis://h/abc", "DB index 'abc' must be an integer >= 0"),
+        ("redis://h/-1", "DB index '-1' must be an integer >= 0"),
+        ("redis://h/0/1", "DB index '0/1'"),
+        ("redis://h/0?db=x", "DB index 'x'"),
+        ("unix://", "names no socket"),
+        ("unix:///tmp/r.sock?db=-2", "DB index '-2'"),
+    ],
+)
+def test_bad_redis_urls_refused_saying_what_to_write(url: str, says: str) -> None:
+    with pytest.raises(ValidationError, match="redis_url") as caught:
+        Settings(redis_url=url)
+    assert says in str(caught.value)
+
+
+def test_the_db_index_message_says_the_server_checks_its_limit() -> None:
+    with pytest.raises(ValidationError, match="checked when connecting"):
+        Settings(redis_url="redis://h/x")
+
+
+def test_bad_redis_url_from_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COGWORKER_REDIS_URL", "localhost:6379")
+    with pytest.raises(ValidationError, match="redis_url"):
+        Settings()
+
+
+@pytest.mark.parametrize(
+    ("url", "masked"),
+    [
+        ("redis://:S3cret@127.0.0.1:1/0", "redis://:***@127.0.0.1:1/0"),
+        ("rediss://user:S3cret@h:6380/2", "rediss://user:***@h:6380/2"),
+        ("redis://user:p%40ss:w@h/0", "redis://user:***@h/0"),
+        ("redis://h/0?password=S3cret&db=1", "redis://h/0?password=***&db=1"),
+        ("unix:///tmp/r.sock?PASSWORD=S3cret", "unix:///tmp/r.sock?PASSWORD=***"),
+        ("redis://user@h/0", "redis://user@h/0"),
+        ("redis://h:6379/0", "redis://h:6379/0"),
+        ("redis:///0", "redis:///0"),
+        ("garbage", "garbage"),
+        ("redis://:S3cret@[::1", "redis://:***@[::1"),
+    ],
+)
+def test_mask_url(url: str, masked: str) -> None:
+    assert mask_url(url) == masked
+
+
+def test_password_never_in_repr_nor_in_validation_errors() -> None:
+    settings = Settings(redis_url="redis://:S3cret@127.0.0.1:1/0")
+    assert settings.masked_redis_url == "redis://:***@127.0.0.1:1/0"
+    assert "S3cret" not in repr(settings)
+    assert "S3cret" not in str(settings)
+    assert settings.redis_url == "redis://:S3cret@127.0.0.1:1/0"  # still usable
+    with pytest.raises(ValidationError) as caught:
+        Settings(redis_url="redis://:S3cret@127.0.0.1:notaport/0")
+    assert "S3cret" not in str(caught.value)
+    assert "redis://:***@127.0.0.1:notaport/0" in str(caught.value)
