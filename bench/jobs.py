@@ -118,4 +118,12 @@ async def record(i: int) -> None:
     os.write(fd, b"%d\n" % i)
 
 
-ALL = [noop, sleep, latency, record]
+@job(name="bench.hold")
+async def hold(i: int, seconds: float) -> None:
+    """Records ``i`` when it starts (as ``record`` does), then holds its slot for ``seconds``."""
+    fd = RECORD.fd if RECORD.fd is not None else RECORD.open()
+    os.write(fd, b"%d\n" % i)
+    await asyncio.sleep(seconds)
+
+
+ALL = [noop, sleep, latency, record, hold]
