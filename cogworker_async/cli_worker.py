@@ -12,7 +12,6 @@ import asyncio
 import importlib
 import logging
 import os
-import signal
 import socket
 import sys
 from collections.abc import Awaitable, Callable
@@ -206,6 +205,7 @@ def register(
         metrics_host: str,
         otel: bool,
     ) -> None:
+        from cogworker_async.worker.signals import stop_on_signals
         from cogworker_async.worker.worker import Worker
 
         if os.getcwd() not in sys.path:
@@ -222,7 +222,8 @@ def register(
             metrics = optional("metrics", "--metrics-port").Metrics(settings, registry=REGISTRY)
             middleware.append(metrics.middleware)
         try:
-            instance = Worker(settings, jobs=modules, middleware=middleware)
+            # Signals are handled here, around the Redis check and the run.
+            instance = Worker(settings, jobs=modules, middleware=middleware, handle_signals=False)
         except CogworkerError as exc:
             raise fail(str(exc)) from None
         if otel and not optional("otel", "--otel").has_tracer_provider():
@@ -245,11 +246,10 @@ def register(
             )
 
         async def main() -> None:
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, instance.stop)
-            await check_redis(settings)
-            await instance.run()
+            # Installed before the Redis check, so a SIGTERM during it is a clean stop too.
+            with stop_on_signals(instance.stop, instance.log):
+                await check_redis(settings)
+                await instance.run()
 
         try:
             asyncio.run(main())
