@@ -43,6 +43,10 @@ from cogworker_async.worker.startup import first_beat, guard_keys_at_boot, resol
 
 log = logging.getLogger("cogworker_async.worker")
 
+# The longest ``async with worker:`` waits for the worker to run before the
+# block goes on anyway (the worker keeps starting in the background).
+ENTER_WAIT = 2.0
+
 
 def new_identity() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
@@ -75,6 +79,7 @@ class Worker:
         self._stopping = anyio.Event()
         self._force = anyio.Event()
         self._started = anyio.Event()
+        self._entered = anyio.Event()  # running, or Redis seen away: __aenter__ goes on
         self._stop_requested = False
         self._processors_alive = 0
         self._processors_done = anyio.Event()
@@ -109,9 +114,20 @@ class Worker:
         """Start the worker beside the caller; returns once it runs, or at once
         when Redis can't be reached (it keeps trying in the background:
         ``started`` is set when it runs). The block's end stops it gracefully."""
-        self._task_group = anyio.create_task_group()
-        await self._task_group.__aenter__()
-        await self._task_group.start(self._run_started)
+        group = self._task_group = anyio.create_task_group()
+        await group.__aenter__()
+        group.start_soon(self._run_beside)
+        try:
+            # A refused connection is seen at once; a link that neither refuses
+            # nor answers would take a socket timeout: an app's start-up waits
+            # for neither.
+            with anyio.move_on_after(ENTER_WAIT):
+                await self._entered.wait()
+        except BaseException as exc:
+            # The run failed before it got going (an error, not an outage), or
+            # the caller was cancelled: end the group, raising the run's error.
+            await _exit_group(group, exc)
+            raise
         return self
 
     async def __aexit__(
@@ -124,8 +140,8 @@ class Worker:
         assert self._task_group is not None
         return await self._task_group.__aexit__(exc_type, exc, tb)
 
-    async def _run_started(self, *, task_status: TaskStatus[None]) -> None:
-        await self._run(task_status, signals=self.handle_signals is True)
+    async def _run_beside(self) -> None:
+        await self._run(anyio.TASK_STATUS_IGNORED, signals=self.handle_signals is True)
 
     # --- the run ---------------------------------------------------------------
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
@@ -150,6 +166,7 @@ class Worker:
             nonlocal announced
             if not announced:
                 announced = True
+                self._entered.set()
                 task_status.started()
 
         settings = self.settings
@@ -163,7 +180,7 @@ class Worker:
                     await anyio.to_thread.run_sync(self.heartbeat.close)
                 await redis.aclose()
                 await blocking.aclose()
-            announce()
+        announce()  # stopped before it ran (an error instead goes to the caller as itself)
 
     async def _serve(self, redis: Any, blocking: Any, announce: Callable[[], None]) -> None:
         settings = self.settings
@@ -401,3 +418,13 @@ class Worker:
             heartbeat=self.heartbeat,
             logger=self.log,
         )
+
+
+async def _exit_group(group: TaskGroup, exc: BaseException) -> None:
+    """Leave ``group`` after ``exc``; a single error of its task is raised as itself."""
+    try:
+        await group.__aexit__(type(exc), exc, exc.__traceback__)
+    except BaseExceptionGroup as errors:
+        if len(errors.exceptions) == 1:
+            raise errors.exceptions[0] from None
+        raise

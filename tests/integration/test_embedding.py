@@ -10,12 +10,15 @@ once Redis is up.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import os
 import signal
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,7 +33,10 @@ from cogworker_async import Client, Settings, Worker, job
 from cogworker_async.embedded import EmbeddedRedis
 from cogworker_async.keys import Keys
 from cogworker_async.worker import startup
+from cogworker_async.worker import worker as worker_module
+from cogworker_async.worker.signals import stop_on_signals
 from tests.conftest import ROOT, child_env
+from tests.faultproxy import FaultProxy
 from tests.helpers import wait_for, wait_for_sync
 
 # --- a user's own main() under signals ----------------------------------------
@@ -226,5 +232,92 @@ async def test_leaving_async_with_while_redis_is_down_is_prompt(
     assert not worker.started.is_set()
 
 
+@pytest.fixture
+def proxy(redis_server: EmbeddedRedis) -> Iterator[FaultProxy]:
+    assert redis_server.port is not None
+    with FaultProxy("127.0.0.1", redis_server.port) as proxy:
+        yield proxy
+
+
+@pytest.mark.anyio
+async def test_a_stalled_redis_holds_neither_the_apps_start_nor_its_stop(
+    settings: Settings, proxy: FaultProxy
+) -> None:
+    """A link that neither refuses nor answers (socket_timeout 5 s): entering goes on
+    after ENTER_WAIT, leaving is prompt even with a start-up call stuck on it."""
+    stalled = settings.model_copy(update={"redis_url": proxy.url})
+    proxy.stall()
+    with anyio.fail_after(20):
+        began = time.monotonic()
+        async with Worker(stalled, jobs=[note]) as worker:
+            assert time.monotonic() - began < worker_module.ENTER_WAIT + 1.0
+            assert not worker.started.is_set()
+            left = time.monotonic()
+        assert time.monotonic() - left < 1.0
+
+
+@pytest.mark.anyio
+async def test_a_worker_entered_during_a_stall_runs_jobs_once_the_link_heals(
+    settings: Settings, proxy: FaultProxy
+) -> None:
+    ran.clear()
+    stalled = settings.model_copy(update={"redis_url": proxy.url})
+    proxy.stall()
+    with anyio.fail_after(30):
+        began = time.monotonic()
+        async with Worker(stalled, jobs=[note]) as worker:
+            assert time.monotonic() - began < worker_module.ENTER_WAIT + 1.0
+            proxy.heal()
+            await worker.started.wait()
+            async with Client(settings) as client:
+                await client.enqueue_many(note, [(i,) for i in range(3)])
+            await wait_for(lambda: _at_least(ran, 3))
+    assert sorted(ran) == [0, 1, 2]
+
+
 async def _at_least(items: list[object] | list[float] | list[int], n: int) -> bool:
     return len(items) >= n
+
+
+# --- the handlers themselves ----------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_signal_handlers_call_stop_and_put_back_what_was_there() -> None:
+    """In the main thread's loop: SIGTERM/SIGINT call stop while the block runs; after it,
+    an earlier loop handler and an earlier signal.signal handler are back."""
+    loop = asyncio.get_running_loop()
+    theirs: list[str] = []
+    stops: list[int] = []
+    loop.add_signal_handler(signal.SIGTERM, theirs.append, "loop SIGTERM")
+    before_int = signal.signal(signal.SIGINT, lambda *_: theirs.append("python SIGINT"))
+    try:
+        with stop_on_signals(lambda: stops.append(1), logging.getLogger("test")) as installed:
+            assert installed
+            os.kill(os.getpid(), signal.SIGTERM)
+            await wait_for(lambda: _at_least(stops, 1))
+            os.kill(os.getpid(), signal.SIGINT)
+            await wait_for(lambda: _at_least(stops, 2))
+        assert theirs == []
+        os.kill(os.getpid(), signal.SIGTERM)
+        await wait_for(lambda: _at_least(theirs, 1))
+        os.kill(os.getpid(), signal.SIGINT)
+        await wait_for(lambda: _at_least(theirs, 2))
+        assert theirs == ["loop SIGTERM", "python SIGINT"]
+        assert len(stops) == 2
+    finally:
+        loop.remove_signal_handler(signal.SIGTERM)
+        signal.signal(signal.SIGINT, before_int)
+
+
+def test_no_handlers_outside_the_main_thread() -> None:
+    result: list[bool] = []
+
+    async def inside() -> None:
+        with stop_on_signals(lambda: None, logging.getLogger("test")) as installed:
+            result.append(installed)
+
+    thread = threading.Thread(target=lambda: asyncio.run(inside()))
+    thread.start()
+    thread.join(timeout=10)
+    assert result == [False]
