@@ -12,7 +12,6 @@ import asyncio
 import importlib
 import logging
 import os
-import signal
 import socket
 import sys
 import traceback
@@ -236,6 +235,7 @@ def register(
         metrics_host: str,
         otel: bool,
     ) -> None:
+        from cogworker_async.worker.signals import stop_on_signals
         from cogworker_async.worker.worker import Worker
 
         if os.getcwd() not in sys.path:
@@ -254,7 +254,8 @@ def register(
             metrics = optional("metrics", "--metrics-port").Metrics(settings, registry=REGISTRY)
             middleware.append(metrics.middleware)
         try:
-            instance = Worker(settings, jobs=modules, middleware=middleware)
+            # Signals are handled here, around the Redis check and the run.
+            instance = Worker(settings, jobs=modules, middleware=middleware, handle_signals=False)
         except CogworkerError as exc:
             raise fail(str(exc)) from None
         # Redis answers (and takes the password) before anything is served:
@@ -280,10 +281,9 @@ def register(
             )
 
         async def main() -> None:
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGTERM, signal.SIGINT):
-                loop.add_signal_handler(sig, instance.stop)
-            await instance.run()
+            # Installed around the run, so a SIGTERM at any point is a clean stop.
+            with stop_on_signals(instance.stop, instance.log):
+                await instance.run()
 
         try:
             asyncio.run(main())

@@ -1,11 +1,16 @@
 """Start-up steps of a worker: the fetch mode, the boot key check, the first beat.
 
-Each waits out an outage (logged once) instead of guessing while Redis is away.
+Each waits out an outage (logged once) instead of guessing while Redis is away,
+calls ``on_outage`` when an attempt fails (so an embedded worker's ``async with``
+goes on without Redis), and gives up as soon as ``stopping`` is set. The worker
+also runs them in a scope that ``stop()`` cancels, for a call stuck on its
+socket timeout.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 import anyio
 from redis.asyncio import Redis
@@ -20,8 +25,17 @@ from cogworker_async.worker.keyguard import KeyGuard
 MIN_RELIABLE_VERSION = (6, 2)
 
 
+def _nothing() -> None:
+    pass
+
+
 async def resolve_reliable(
-    redis: Redis, settings: Settings, stopping: anyio.Event, logger: logging.Logger
+    redis: Redis,
+    settings: Settings,
+    stopping: anyio.Event,
+    logger: logging.Logger,
+    *,
+    on_outage: Callable[[], None] = _nothing,
 ) -> bool:
     """Reliable fetch unless configured basic or the server lacks BLMOVE (< 6.2).
 
@@ -39,6 +53,7 @@ async def resolve_reliable(
         except Exception as exc:
             if is_outage(exc):
                 outage.failed(exc)
+                on_outage()
                 with anyio.move_on_after(1.0):
                     await stopping.wait()
                 continue
@@ -77,17 +92,26 @@ async def guard_keys_at_boot(guard: KeyGuard, settings: Settings, logger: loggin
         )
 
 
-async def first_beat(heartbeat: Heartbeat, logger: logging.Logger) -> None:
-    """Beat once before any processor fetches, waiting out an outage."""
+async def first_beat(
+    heartbeat: Heartbeat,
+    stopping: anyio.Event,
+    logger: logging.Logger,
+    *,
+    on_outage: Callable[[], None] = _nothing,
+) -> bool:
+    """Beat once before any processor fetches, waiting out an outage; False if stopped first."""
     outage = OutageLog("Heartbeat", logger)
-    while True:
+    while not stopping.is_set():
         try:
             await anyio.to_thread.run_sync(heartbeat.beat_once)
         except Exception as exc:
             if not is_outage(exc):
                 raise
             outage.failed(exc)
-            await anyio.sleep(1.0)
+            on_outage()
+            with anyio.move_on_after(1.0):
+                await stopping.wait()
             continue
         outage.succeeded()
-        return
+        return True
+    return False

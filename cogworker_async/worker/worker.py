@@ -41,9 +41,14 @@ from cogworker_async.worker.reconcile import Reconciler
 from cogworker_async.worker.recovery import Recovery
 from cogworker_async.worker.settlement import Settler
 from cogworker_async.worker.shutdown import finish
+from cogworker_async.worker.signals import stop_on_signals
 from cogworker_async.worker.startup import first_beat, guard_keys_at_boot, resolve_reliable
 
 log = logging.getLogger("cogworker_async.worker")
+
+# The longest ``async with worker:`` waits for the worker to run before the
+# block goes on anyway (the worker keeps starting in the background).
+ENTER_WAIT = 2.0
 
 
 def new_identity() -> str:
@@ -60,8 +65,14 @@ class Worker:
         jobs: Iterable[JobSpec] = (),
         middleware: Sequence[ServerMiddleware] = (),
         logger: logging.Logger | None = None,
+        handle_signals: bool | None = None,
     ) -> None:
+        """``handle_signals``: turn SIGTERM/SIGINT into ``stop()`` while the worker runs
+        (see ``worker/signals.py``). ``None``: yes for ``await worker.run()`` (the
+        worker is the program), no for ``async with worker:`` (the app around it
+        owns its signals and ends the block)."""
         self.settings = settings or Settings()
+        self.handle_signals = handle_signals
         self.keys = Keys(self.settings.namespace)
         self.registry = JobRegistry(jobs)
         self.middleware = list(middleware)
@@ -71,10 +82,13 @@ class Worker:
         self._stopping = anyio.Event()
         self._force = anyio.Event()
         self._started = anyio.Event()
+        self._entered = anyio.Event()  # running, or Redis seen away: __aenter__ goes on
         self._stop_requested = False
         self._processors_alive = 0
         self._processors_done = anyio.Event()
         self._reliable = True
+        # Cancelled by stop() while start-up waits for Redis (see _start_up).
+        self._start_up_scope: anyio.CancelScope | None = None
         self._task_group: TaskGroup | None = None
         self.processors: Processors | None = None
         self.fetcher: Fetcher | None = None
@@ -93,6 +107,8 @@ class Worker:
                 self.processors.release_threads()
         self._stop_requested = True
         self._stopping.set()
+        if self._start_up_scope is not None:
+            self._start_up_scope.cancel()
 
     @property
     def started(self) -> anyio.Event:
@@ -100,9 +116,23 @@ class Worker:
         return self._started
 
     async def __aenter__(self) -> Worker:
-        self._task_group = anyio.create_task_group()
-        await self._task_group.__aenter__()
-        await self._task_group.start(self._run_started)
+        """Start the worker beside the caller; returns once it runs, or at once
+        when Redis can't be reached (it keeps trying in the background:
+        ``started`` is set when it runs). The block's end stops it gracefully."""
+        group = self._task_group = anyio.create_task_group()
+        await group.__aenter__()
+        group.start_soon(self._run_beside)
+        try:
+            # A refused connection is seen at once; a link that neither refuses
+            # nor answers would take a socket timeout: an app's start-up waits
+            # for neither.
+            with anyio.move_on_after(ENTER_WAIT):
+                await self._entered.wait()
+        except BaseException as exc:
+            # The run failed before it got going (an error, not an outage), or
+            # the caller was cancelled: end the group, raising the run's error.
+            await _exit_group(group, exc)
+            raise
         return self
 
     async def __aexit__(
@@ -115,76 +145,55 @@ class Worker:
         assert self._task_group is not None
         return await self._task_group.__aexit__(exc_type, exc, tb)
 
-    async def _run_started(self, *, task_status: TaskStatus[None]) -> None:
-        await self.run(task_status=task_status)
+    async def _run_beside(self) -> None:
+        await self._run(anyio.TASK_STATUS_IGNORED, signals=self.handle_signals is True)
 
     # --- the run ---------------------------------------------------------------
     async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
-        """Run until ``stop()`` or cancellation; returns after the shutdown is complete."""
+        """Run until ``stop()``, SIGTERM/SIGINT or cancellation; returns after the
+        shutdown is complete. While Redis can't be reached it waits (logged once
+        per outage), and still stops at once when asked."""
+        await self._run(task_status, signals=self.handle_signals is not False)
+
+    async def _run(self, task_status: TaskStatus[None], *, signals: bool) -> None:
+        if not signals:
+            await self._run_once(task_status)
+            return
+        with stop_on_signals(self.stop, self.log):
+            await self._run_once(task_status)
+
+    async def _run_once(self, task_status: TaskStatus[None]) -> None:
+        announced = False
+
+        def announce() -> None:
+            # The caller of __aenter__ goes on once the worker runs, or once
+            # Redis is seen to be away: an app's start-up never waits for Redis.
+            nonlocal announced
+            if not announced:
+                announced = True
+                self._entered.set()
+                task_status.started()
+
         settings = self.settings
         redis = connect(settings, max_connections=None)
         blocking = connect(settings, max_connections=2)
         try:
-            self._reliable = await resolve_reliable(redis, settings, self._stopping, self.log)
-            if self._stopping.is_set():
-                task_status.started()
+            await self._serve(redis, blocking, announce)
+        finally:
+            with anyio.CancelScope(shield=True):
+                if self.heartbeat is not None:
+                    await anyio.to_thread.run_sync(self.heartbeat.close)
+                await redis.aclose()
+                await blocking.aclose()
+        announce()  # stopped before it ran (an error instead goes to the caller as itself)
+
+    async def _serve(self, redis: Any, blocking: Any, announce: Callable[[], None]) -> None:
+        settings = self.settings
+        try:
+            if not await self._start_up(redis, blocking, announce):
                 return
-            # First: every part that may meet a WRONGTYPE reply wakes it.
-            self.key_guard = KeyGuard(
-                redis,
-                self.keys,
-                settings,
-                identity=self.identity,
-                queues=[s.name for s in settings.queue_specs],
-                logger=self.log,
-            )
-            self.settler = Settler(
-                redis,
-                self.keys,
-                settings,
-                identity=self.identity,
-                logger=self.log,
-                rng=self._rng,
-                on_wrong_type=self.key_guard.request_check,
-            )
-            self.fetcher = Fetcher(
-                redis,
-                blocking,
-                self.keys,
-                identity=self.identity,
-                queues=settings.queue_specs,
-                strict_order=settings.strict_order,
-                reliable=self._reliable,
-                idle_max=settings.fetch_idle_max_interval,
-                logger=self.log,
-                rng=self._rng,
-                on_missing_ack=lambda ack: self.settler.note_duplicate(ack.jid),  # type: ignore[union-attr]
-                prefetch=settings.effective_prefetch,
-                on_wrong_type=self.key_guard.request_check,
-            )
-            self.processors = Processors(
-                self.fetcher,
-                self.settler,
-                self.registry,
-                self.middleware,
-                default_timeout=settings.job_timeout,
-                concurrency=settings.concurrency,
-                logger=self.log,
-            )
-            self.heartbeat = Heartbeat(
-                settings,
-                self.keys,
-                identity=self.identity,
-                queues=[s.name for s in settings.queue_specs],
-                reliable=lambda: self._reliable,
-                busy=self.processors.snapshot,
-                logger=self.log,
-                on_signal=self._signal_from_thread(),
-                on_wrong_type=self._wrong_type_from_thread(),
-            )
-            # Before the first beat: a wrong-typed heartbeat key would fail it.
-            await guard_keys_at_boot(self.key_guard, settings, self.log)
-            await first_beat(self.heartbeat, self.log)
+            assert self.fetcher is not None
+            assert self.heartbeat is not None
             self.heartbeat.start()
             self.log.info(
                 "worker %s started: %d processors, queues %s, %s fetch, %d job types",
@@ -194,29 +203,105 @@ class Worker:
                 "reliable" if self._reliable else "basic",
                 len(self.registry),
             )
-            try:
-                async with anyio.create_task_group() as duties:
-                    duties.start_soon(self.fetcher.batch_loop)
-                    duties.start_soon(self.fetcher.block_loop)
-                    self._start_duties(duties, redis)
-                    async with anyio.create_task_group() as procs:
-                        self._processors_alive = settings.concurrency
-                        for slot in range(settings.concurrency):
-                            procs.start_soon(self._processor, slot)
-                        procs.start_soon(self._watch_for_stop, procs)
-                        self._started.set()
-                        task_status.started()
-                    duties.cancel_scope.cancel()
-            finally:
-                with anyio.CancelScope(shield=True):
-                    await self._finish(redis)
+            async with anyio.create_task_group() as duties:
+                duties.start_soon(self.fetcher.batch_loop)
+                duties.start_soon(self.fetcher.block_loop)
+                self._start_duties(duties, redis)
+                async with anyio.create_task_group() as procs:
+                    self._processors_alive = settings.concurrency
+                    for slot in range(settings.concurrency):
+                        procs.start_soon(self._processor, slot)
+                    procs.start_soon(self._watch_for_stop, procs)
+                    self._started.set()
+                    announce()
+                duties.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
-                if self.heartbeat is not None:
-                    await anyio.to_thread.run_sync(self.heartbeat.close)
-                await redis.aclose()
-                await blocking.aclose()
-            task_status.started() if not self._started.is_set() else None
+                await self._finish(redis)
+
+    async def _start_up(self, redis: Any, blocking: Any, announce: Callable[[], None]) -> bool:
+        """Resolve the fetch mode, build the parts, beat once; False when ``stop()`` came first.
+
+        Every step may wait for Redis (an outage, or a link that stalls until
+        its socket timeout), so the whole start-up is one cancel scope that
+        ``stop()`` cancels: a stop, a signal or the end of an ``async with``
+        block never waits for Redis to come back.
+        """
+        settings = self.settings
+        if self._stopping.is_set():
+            return False
+        beaten = False
+        with anyio.CancelScope() as self._start_up_scope:
+            self._reliable = await resolve_reliable(
+                redis, settings, self._stopping, self.log, on_outage=announce
+            )
+            if not self._stopping.is_set():
+                self._build(redis, blocking)
+                assert self.key_guard is not None
+                assert self.heartbeat is not None
+                # Before the first beat: a wrong-typed heartbeat key would fail it.
+                await guard_keys_at_boot(self.key_guard, settings, self.log)
+                beaten = await first_beat(
+                    self.heartbeat, self._stopping, self.log, on_outage=announce
+                )
+        self._start_up_scope = None
+        return beaten
+
+    def _build(self, redis: Any, blocking: Any) -> None:
+        settings = self.settings
+        # First: every part that may meet a WRONGTYPE reply wakes it.
+        self.key_guard = KeyGuard(
+            redis,
+            self.keys,
+            settings,
+            identity=self.identity,
+            queues=[s.name for s in settings.queue_specs],
+            logger=self.log,
+        )
+        self.settler = Settler(
+            redis,
+            self.keys,
+            settings,
+            identity=self.identity,
+            logger=self.log,
+            rng=self._rng,
+            on_wrong_type=self.key_guard.request_check,
+        )
+        self.fetcher = Fetcher(
+            redis,
+            blocking,
+            self.keys,
+            identity=self.identity,
+            queues=settings.queue_specs,
+            strict_order=settings.strict_order,
+            reliable=self._reliable,
+            idle_max=settings.fetch_idle_max_interval,
+            logger=self.log,
+            rng=self._rng,
+            on_missing_ack=lambda ack: self.settler.note_duplicate(ack.jid),  # type: ignore[union-attr]
+            prefetch=settings.effective_prefetch,
+            on_wrong_type=self.key_guard.request_check,
+        )
+        self.processors = Processors(
+            self.fetcher,
+            self.settler,
+            self.registry,
+            self.middleware,
+            default_timeout=settings.job_timeout,
+            concurrency=settings.concurrency,
+            logger=self.log,
+        )
+        self.heartbeat = Heartbeat(
+            settings,
+            self.keys,
+            identity=self.identity,
+            queues=[s.name for s in settings.queue_specs],
+            reliable=lambda: self._reliable,
+            busy=self.processors.snapshot,
+            logger=self.log,
+            on_signal=self._signal_from_thread(),
+            on_wrong_type=self._wrong_type_from_thread(),
+        )
 
     def _start_duties(self, duties: TaskGroup, redis: Any) -> None:
         settings = self.settings
@@ -344,6 +429,8 @@ class Worker:
         if self.fetcher is None or self.heartbeat is None or self.settler is None:
             return
         assert self.processors is not None
+        if self.heartbeat.last_stamp is None:
+            return  # never beaten: nothing of this process is on Redis to requeue or remove
         await finish(
             redis,
             self.keys,
@@ -356,3 +443,13 @@ class Worker:
             logger=self.log,
             still_running=list(self.processors.left_running),
         )
+
+
+async def _exit_group(group: TaskGroup, exc: BaseException) -> None:
+    """Leave ``group`` after ``exc``; a single error of its task is raised as itself."""
+    try:
+        await group.__aexit__(type(exc), exc, exc.__traceback__)
+    except BaseExceptionGroup as errors:
+        if len(errors.exceptions) == 1:
+            raise errors.exceptions[0] from None
+        raise
