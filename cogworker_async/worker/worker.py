@@ -181,6 +181,7 @@ class Worker:
                 logger=self.log,
                 on_signal=self._signal_from_thread(),
                 on_wrong_type=self._wrong_type_from_thread(),
+                jobs=self.registry.names,
             )
             # Before the first beat: a wrong-typed heartbeat key would fail it.
             await guard_keys_at_boot(self.key_guard, settings, self.log)
