@@ -163,11 +163,13 @@ JobSpec = JobFunction[Any, Any] | ModuleType | str
 class JobRegistry:
     """Name → handler for one worker, built from job functions, modules and module names."""
 
-    def __init__(self, jobs: Iterable[JobSpec] = ()) -> None:
+    def __init__(self, jobs: Iterable[JobSpec] | JobSpec = ()) -> None:
         self._by_name: dict[str, JobFunction[Any, Any]] = {}
-        if isinstance(jobs, JobFunction | ModuleType | str):
-            jobs = [jobs]  # one given alone, not in a list
-        for item in jobs:
+        # One given alone, not in a list (a string would iterate as letters).
+        items: Iterable[object] = (
+            jobs if isinstance(jobs, Iterable) and not isinstance(jobs, str) else [jobs]
+        )
+        for item in items:
             if isinstance(item, JobFunction):
                 self.add(item)
             elif isinstance(item, ModuleType):

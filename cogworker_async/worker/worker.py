@@ -57,7 +57,7 @@ class Worker:
         self,
         settings: Settings | None = None,
         *,
-        jobs: Iterable[JobSpec] = (),
+        jobs: Iterable[JobSpec] | JobSpec = (),
         middleware: Sequence[ServerMiddleware] = (),
         logger: logging.Logger | None = None,
     ) -> None:
