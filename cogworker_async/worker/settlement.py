@@ -107,9 +107,10 @@ class Settler:
         now = time.time()
         limit = retry_limit(job, self._settings, function.defaults.retry if function else None)
         retry_in = function.retry_in if function is not None else None
-        if isinstance(exc, UnknownJob) and limit is not None:
+        if function is None and isinstance(exc, UnknownJob) and limit is not None:
             # No handler appears by retrying, unless a deploy is rolling out
-            # the one that knows it: unknown_job_retries (0 by default).
+            # the one that knows it: unknown_job_retries (0 by default). (A
+            # handler of ours raising UnknownJob itself keeps its retries.)
             limit = min(limit, self._settings.unknown_job_retries)
         count = int(job["retry_count"]) + 1 if isinstance(job.get("retry_count"), int) else 0
         job = dict(job)
