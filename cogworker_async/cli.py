@@ -30,8 +30,7 @@ from redis import exceptions as rexc
 from redis.asyncio import Redis
 
 from cogworker_async import api, cli_admin, cli_worker
-from cogworker_async.client import Client
-from cogworker_async.jobs import JobOptions
+from cogworker_async.client import Client, EnqueuedByName
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings, parse_queue_spec
 from cogworker_async.store.connection import connect
@@ -235,7 +234,10 @@ def enqueue(
         list[str] | None,
         typer.Argument(help="Arguments, each as JSON; NAME=JSON for a keyword argument"),
     ] = None,
-    queue: Annotated[str, typer.Option("--queue")] = "default",
+    queue: Annotated[
+        str | None,
+        typer.Option("--queue", help="Default: the job's own if declared here, else default"),
+    ] = None,
     delay: Annotated[float | None, typer.Option("--in", help="Run in SECONDS")] = None,
     kwargs_json: Annotated[
         str | None, typer.Option("--kwargs", help="Keyword arguments as one JSON object")
@@ -246,24 +248,26 @@ def enqueue(
     """Enqueue job NAME with JSON arguments; prints its jid."""
     if not name.strip():
         raise fail("the job name must not be empty")
-    if queue != queue.strip() or ":" in queue or _queue_name_problem(queue):
+    if queue is not None and (queue != queue.strip() or ":" in queue or _queue_name_problem(queue)):
         raise fail(f"bad queue name {queue!r}: letters, digits, '_', '-', '.' (as a worker's -q)")
     if delay is not None and not (math.isfinite(delay) and delay >= 0):
         raise fail(f"--in takes a finite number of seconds, 0 or more: got {delay}")
     parsed, keywords = parse_job_arguments(args or [], kwargs_json)
     settings = build_settings(redis_url=redis_url, namespace=namespace)
-    from cogworker_async.jobs import BoundJob, JobFunction
 
-    target = BoundJob(JobFunction(lambda: None, name, JobOptions()), JobOptions(queue, delay=delay))
-
-    async def action(redis: Redis, keys: Keys) -> str | None:
+    async def action(redis: Redis, keys: Keys) -> EnqueuedByName:
         client = Client(settings, redis=redis)
         try:
-            return await client.enqueue(target, *parsed, **keywords)
+            return await client.enqueue_by_name(name, parsed, keywords, queue=queue, delay=delay)
         except (TypeError, ValueError) as exc:  # the client refused the job as given
             raise fail(str(exc)) from None
 
-    typer.echo(run_redis(settings, action))
+    done = run_redis(settings, action)
+    typer.echo(done.jid)  # stdout: the jid alone, for scripts; what else to say, on stderr
+    if queue is None and not done.known_here:
+        typer.echo(done.describe(name), err=True)
+    for warning in done.warnings:
+        typer.echo(f"warning: {warning}", err=True)
 
 
 @app.command()

@@ -3,26 +3,37 @@
 A job is pushed with one script call (push, list the queue, wake idle
 workers); ``enqueue_many`` sends one pipeline. Arguments are checked for JSON
 at enqueue, so a bad one is a ``TypeError`` here rather than a failure later.
+
+Enqueued by name, a job declared in this process (its module imported) takes
+its own options (queue, retry, timeout) as if the function had been given; an
+unknown name goes to the given queue, else ``default``, and the client says
+so. By name only (never on the function path), the client also looks at the
+live processes' presence (cached for a heartbeat interval) and warns when
+none reads that queue or none of those that do knows the name.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 from typing import Any, ParamSpec, TypeVar, overload
 
+import orjson
 from redis.asyncio import Redis
 
 from cogworker_async import payload
-from cogworker_async.jobs import BoundJob, JobFunction, JobOptions
+from cogworker_async.jobs import BoundJob, JobFunction, JobOptions, declared
 from cogworker_async.keys import Keys
 from cogworker_async.middleware import ClientMiddleware, run_client_chain
 from cogworker_async.settings import Settings
 from cogworker_async.store.connection import connect
+from cogworker_async.store.replies import loose_text
 from cogworker_async.store.scripts import script
 
 P = ParamSpec("P")
@@ -31,16 +42,112 @@ R = TypeVar("R")
 Target = JobFunction[Any, Any] | BoundJob[Any, Any] | str
 
 
+log = logging.getLogger("cogworker_async.client")
+
+# How long a "said so" about one (name, queue) keeps the client from saying it
+# again: a loop enqueueing by name logs once a minute, not once a job.
+TELL_AGAIN_AFTER = 60.0
+
+
+def _no_handler_here(*args: Any, **kwargs: Any) -> None:
+    raise RuntimeError("a job known here by name only has no handler in this process")
+
+
+def named(
+    name: str, *, queue: str | None = None, delay: float | None = None
+) -> tuple[BoundJob[Any, Any], bool]:
+    """The job to enqueue by ``name``, and whether a ``@job`` of that name is declared here.
+
+    A declared job brings its own options (queue, retry, timeout); ``queue``
+    and ``delay`` given here override them. An unknown name gets ``queue``,
+    else ``default``, and no options: the worker's registered job supplies
+    them when it runs.
+    """
+    if not name:
+        raise ValueError("job name must not be empty")
+    known = declared(name)
+    function = known if known is not None else JobFunction(_no_handler_here, name, JobOptions())
+    return function.options(queue=queue, delay=delay), known is not None
+
+
 def _resolve(target: Target) -> tuple[str, JobOptions]:
     if isinstance(target, BoundJob):
         return target.name, target.options
     if isinstance(target, JobFunction):
         return target.name, target.defaults
     if isinstance(target, str):
-        if not target:
-            raise ValueError("job name must not be empty")
-        return target, JobOptions()
+        return target, named(target)[0].options
     raise TypeError(f"expected a @job function, its .options(...) or a job name, got {target!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class EnqueuedByName:
+    """What ``Client.enqueue_by_name`` did: the jid (None if middleware dropped
+    the job), the queue it went to, whether the name is declared in this
+    process (its options were used), and what the live processes suggest is
+    wrong (empty when a live process reading that queue knows the name, or
+    when they could not be asked)."""
+
+    jid: str | None
+    queue: str
+    known_here: bool
+    warnings: tuple[str, ...]
+    served: bool  # a live process reading that queue says it knows the name
+
+    def describe(self, name: str, what: str | None = None) -> str:
+        """One line saying where the job (or ``what``) went, and that the name is unknown here."""
+        line = f"enqueued {what or self.jid} on queue {self.queue}"
+        if not self.known_here:
+            line += f" (no job named {name} is known here)"
+        return line
+
+
+@dataclass(frozen=True, slots=True)
+class _LiveProcess:
+    queues: frozenset[str]
+    jobs: frozenset[str] | None  # None: it does not say (an older version)
+
+
+def _live_process(presence: object) -> _LiveProcess | None:
+    if not isinstance(presence, bytes | str):
+        return None
+    try:
+        info = orjson.loads(presence)
+    except orjson.JSONDecodeError:
+        return None
+    if not isinstance(info, dict):
+        return None
+    queues = info.get("queues")
+    jobs = info.get("jobs")
+    return _LiveProcess(
+        frozenset(q for q in queues if isinstance(q, str))
+        if isinstance(queues, list)
+        else frozenset(),
+        frozenset(j for j in jobs if isinstance(j, str)) if isinstance(jobs, list) else None,
+    )
+
+
+def _live_problems(processes: list[_LiveProcess], name: str, queue: str) -> tuple[list[str], bool]:
+    """What the live processes say about running ``name`` from ``queue``: (warnings, served)."""
+    if not processes:
+        return [
+            f"no live process is running: the job waits on queue {queue!r} until one reads it"
+        ], False
+    readers = [p for p in processes if queue in p.queues]
+    if not readers:
+        read = sorted(set().union(*(p.queues for p in processes)))
+        return [
+            f"no live process reads queue {queue!r} (they read: {', '.join(read) or 'nothing'}):"
+            " the job waits there until one does"
+        ], False
+    if any(p.jobs is not None and name in p.jobs for p in readers):
+        return [], True
+    if any(p.jobs is None for p in readers):
+        return [], False  # one of them does not say what it knows
+    return [
+        f"no live process reading queue {queue!r} knows a job named {name!r}:"
+        " it will be buried in dead as UnknownJob unless one that does starts"
+    ], False
 
 
 def _due(options: JobOptions, now: float) -> float | None:
@@ -70,6 +177,10 @@ class Client:
         self._batch: dict[str, list[tuple[bytes, asyncio.Future[None]]]] = {}
         self._flush_started = False
         self._flushes: set[asyncio.Task[None]] = set()
+        # Enqueue by name only: the live processes as last read (when, what),
+        # and when each (name, queue) was last said something about.
+        self._live: tuple[float, list[_LiveProcess]] | None = None
+        self._told: dict[tuple[str, str], float] = {}
 
     async def __aenter__(self) -> Client:
         return self
@@ -108,7 +219,23 @@ class Client:
     async def enqueue(self, target: str, *args: Any, **kwargs: Any) -> str | None: ...
 
     async def enqueue(self, target: Target, *args: Any, **kwargs: Any) -> str | None:
-        """Enqueue one job; returns its jid, or ``None`` if middleware dropped it."""
+        """Enqueue one job; returns its jid, or ``None`` if middleware dropped it.
+
+        By name (a string), a job declared in this process takes its options;
+        an unknown name goes to ``default`` and the client logs so (WARNING
+        unless a live process reading that queue knows the name), and it
+        warns when no live process reads the queue or knows the name.
+        """
+        if isinstance(target, str):
+            done = await self.enqueue_by_name(target, args, kwargs)
+            self._tell(target, done.jid, done)
+            return done.jid
+        job = await self._enqueue(target, args, kwargs)
+        return None if job is None else str(job["jid"])
+
+    async def _enqueue(
+        self, target: Target, args: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> dict[str, Any] | None:
         job, due = await self._build(target, args, kwargs, time.time())
         if job is None:
             return None
@@ -117,7 +244,80 @@ class Client:
             await self.redis.zadd(self.keys.schedule, {encoded: due})
         else:
             await self._push(job["queue"], encoded)
-        return str(job["jid"])
+        return job
+
+    async def enqueue_by_name(
+        self,
+        name: str,
+        args: Sequence[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        queue: str | None = None,
+        delay: float | None = None,
+    ) -> EnqueuedByName:
+        """Enqueue job ``name`` and say what was done and what looks wrong; logs nothing.
+
+        ``queue`` and ``delay`` override the options of a job declared here;
+        an unknown name goes to ``queue``, else ``default``. The warnings come
+        from the live processes' presence: none reads that queue, or none of
+        those that do knows the name (it would be buried as ``UnknownJob``).
+        """
+        target, known = named(name, queue=queue, delay=delay)
+        job = await self._enqueue(target, args, kwargs or {})
+        if job is None:
+            return EnqueuedByName(None, target.options.queue, known, (), served=False)
+        used = str(job["queue"])  # middleware may have changed it
+        warnings, served = await self._ask_live(name, used)
+        return EnqueuedByName(str(job["jid"]), used, known, tuple(warnings), served)
+
+    async def _ask_live(self, name: str, queue: str) -> tuple[list[str], bool]:
+        """What the live processes say about running ``name`` from ``queue`` (best effort)."""
+        try:
+            processes = await self._live_processes()
+        except Exception as exc:  # noqa: BLE001 - the job is enqueued; the check is advice
+            log.debug("could not read the live processes to check job %r: %s", name, exc)
+            return [], False
+        return _live_problems(processes, name, queue)
+
+    async def _live_processes(self) -> list[_LiveProcess]:
+        """The live processes' presence info, read at most once a heartbeat interval."""
+        now = time.monotonic()
+        if self._live is not None and now - self._live[0] < self.settings.heartbeat_interval:
+            return self._live[1]
+        identities = sorted(loose_text(i) for i in await self.redis.smembers(self.keys.processes))
+        found: list[_LiveProcess] = []
+        for start in range(0, len(identities), 500):
+            chunk = identities[start : start + 500]
+            # A presence key lapses with its process: a gone one reads as None.
+            for presence in await self.redis.mget([self.keys.process(i) for i in chunk]):
+                process = _live_process(presence)
+                if process is not None:
+                    found.append(process)
+        self._live = (now, found)
+        return found
+
+    def _tell(self, name: str, what: str | None, done: EnqueuedByName) -> None:
+        """Log where a job enqueued by name went, when there is something to say.
+
+        WARNING when the live processes suggest it will not run, or when the
+        name is unknown here and no live process reading its queue confirms
+        it; INFO for an unknown name that one does. Once per (name, queue) a
+        minute, so a loop enqueueing by name does not flood the log.
+        """
+        if what is None:
+            return
+        if done.warnings or not (done.known_here or done.served):
+            level = logging.WARNING
+        elif not done.known_here:
+            level = logging.INFO
+        else:
+            return
+        key = (name, done.queue)
+        now = time.monotonic()
+        if now - self._told.get(key, -TELL_AGAIN_AFTER) < TELL_AGAIN_AFTER:
+            return
+        self._told[key] = now
+        log.log(level, "%s", "; ".join([done.describe(name, what), *done.warnings]))
 
     async def _push(self, queue: str, encoded: bytes) -> None:
         """Push one job; concurrent pushes are coalesced into one call per queue.
@@ -170,6 +370,10 @@ class Client:
         jids: list[str] = []
         # Without middleware every job has the same name, options and due
         # time: resolved once, and each job costs a dict and one encode.
+        by_name = isinstance(target, str)
+        known_here = False
+        if isinstance(target, str):
+            target, known_here = named(target)
         name, options = _resolve(target)
         extra = {"retry": options.retry, "timeout": options.timeout}
         common_due = _due(options, now)
@@ -212,4 +416,10 @@ class Client:
             if scheduled:
                 pipe.zadd(self.keys.schedule, scheduled)
             await pipe.execute()
+        if by_name:
+            # Said once for the batch, of the queue most of it went to.
+            queue = max(by_queue, key=lambda q: len(by_queue[q])) if by_queue else options.queue
+            warnings, served = await self._ask_live(name, queue)
+            done = EnqueuedByName(None, queue, known_here, tuple(warnings), served)
+            self._tell(name, f"{len(jids)} jobs", done)
         return jids

@@ -9,7 +9,12 @@ from typing import Any
 
 @dataclass(frozen=True, slots=True)
 class JobContext:
-    """The running job: its jid, name, queue, retry count and the whole payload."""
+    """The running job: its jid, name, queue, which try this is, and the whole payload.
+
+    ``retry_count`` is 0 on the first run, 1 on the first retry, and so on. (The
+    payload's own ``retry_count`` keeps Sidekiq's meaning, the index of the
+    last failure: absent before the first failure, 0 after it.)
+    """
 
     jid: str
     name: str
@@ -25,10 +30,17 @@ class JobContext:
             job["jid"],
             job["class"],
             job["queue"],
-            int(job.get("retry_count") or 0),
+            _tries_before(job.get("retry_count")),
             job.get("enqueued_at"),
             job,
         )
+
+
+def _tries_before(last_failure: object) -> int:
+    """Runs before this one, from the payload's index of its last failure."""
+    if isinstance(last_failure, bool) or not isinstance(last_failure, int) or last_failure < 0:
+        return 0
+    return last_failure + 1
 
 
 # The processor stores only the decoded payload (one ContextVar.set per job);

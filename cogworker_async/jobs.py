@@ -7,6 +7,7 @@ import inspect
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
+from types import ModuleType
 from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from cogworker_async.errors import ConfigurationError
@@ -133,28 +134,52 @@ def job(
     def wrap(target: Callable[P, R]) -> JobFunction[P, R]:
         job_name = name or f"{target.__module__}.{target.__qualname__}"
         options = JobOptions(queue=queue, retry=retry, timeout=timeout)
-        return JobFunction(target, job_name, options, retry_in)
+        function = JobFunction(target, job_name, options, retry_in)
+        _declared[job_name] = function
+        return function
 
     if fn is not None:
         return wrap(fn)
     return wrap
 
 
-JobSpec = JobFunction[Any, Any] | str
+# Every @job declared in this process, by name: how a client that imported a
+# job's module enqueues it by name with the job's own options (its queue, its
+# retry), as if it had been given the function. The last declaration of a name
+# wins; a worker's own JobRegistry is what decides what it runs.
+_declared: dict[str, JobFunction[Any, Any]] = {}
+
+
+def declared(name: str) -> JobFunction[Any, Any] | None:
+    """The ``@job`` of that name declared (imported) in this process, if any."""
+    return _declared.get(name)
+
+
+JobSpec = JobFunction[Any, Any] | ModuleType | str
+"""What ``Worker(jobs=[...])`` takes: a ``@job`` function, a module (every
+``@job`` in it), or a dotted module name (imported)."""
 
 
 class JobRegistry:
-    """Name → handler for one worker, built from job functions and/or module names."""
+    """Name → handler for one worker, built from job functions, modules and module names."""
 
-    def __init__(self, jobs: Iterable[JobSpec] = ()) -> None:
+    def __init__(self, jobs: Iterable[JobSpec] | JobSpec = ()) -> None:
         self._by_name: dict[str, JobFunction[Any, Any]] = {}
-        for item in jobs:
+        # One given alone, not in a list (a string would iterate as letters).
+        items: Iterable[object] = (
+            jobs if isinstance(jobs, Iterable) and not isinstance(jobs, str) else [jobs]
+        )
+        for item in items:
             if isinstance(item, JobFunction):
                 self.add(item)
+            elif isinstance(item, ModuleType):
+                self.add_jobs_of(item)
             elif isinstance(item, str):
                 self.add_module(item)
             else:
-                raise TypeError(f"expected a @job function or a module name, got {item!r}")
+                raise TypeError(
+                    f"expected a @job function, a module or a module name, got {item!r}"
+                )
 
     def add(self, function: JobFunction[Any, Any]) -> None:
         existing = self._by_name.get(function.name)
@@ -167,9 +192,13 @@ class JobRegistry:
             module = importlib.import_module(module_name)
         except ImportError as exc:
             raise ConfigurationError(f"cannot import job module {module_name!r}: {exc}") from exc
+        self.add_jobs_of(module)
+
+    def add_jobs_of(self, module: ModuleType) -> None:
+        """Every ``@job`` function found in ``module`` (an error if there is none)."""
         found = [v for v in vars(module).values() if isinstance(v, JobFunction)]
         if not found:
-            raise ConfigurationError(f"module {module_name!r} defines no @job functions")
+            raise ConfigurationError(f"module {module.__name__!r} defines no @job functions")
         for function in found:
             self.add(function)
 

@@ -78,6 +78,10 @@ class Settings(BaseSettings):
     dead_max_jobs: int = Field(default=10_000, ge=1)
     dead_timeout: float = Field(default=180 * 24 * 3600.0, gt=0)
     max_retries: int = Field(default=25, ge=0)
+    # Retries for a job whose name no handler here knows (UnknownJob): none by
+    # default, it goes to dead at once (retrying makes no handler appear). Set
+    # a few (3 spans 1-2 minutes of backoff) while a deploy that adds jobs rolls out.
+    unknown_job_retries: int = Field(default=0, ge=0)
     key_check_interval: float = Field(default=300.0, gt=0)
     socket_timeout: float = Field(default=10.0, gt=0)
     job_timeout: float | None = Field(default=None, gt=0)

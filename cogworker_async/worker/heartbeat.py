@@ -15,7 +15,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -53,11 +53,16 @@ class Heartbeat:
         logger: logging.Logger,
         on_signal: Callable[[str], None] = lambda _name: None,
         on_wrong_type: Callable[[], None] | None = None,
+        jobs: Sequence[str] = (),
     ) -> None:
         self._settings = settings
         self._keys = keys
         self.identity = identity
         self._queues = queues
+        # The names of the jobs this process runs, in its presence info: a
+        # client enqueueing by name warns when no live process knows the name.
+        # Names only, to keep every beat small.
+        self._jobs = sorted(jobs)
         self._reliable = reliable
         self._busy = busy
         self._on_signal = on_signal
@@ -95,6 +100,7 @@ class Heartbeat:
                 "rss": rss_bytes(),
                 "quiet": self.quiet,
                 "version": VERSION,
+                "jobs": self._jobs,
             }
         )
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import functools
 import logging
 import math
@@ -336,8 +337,7 @@ class Processors:
                 exc,
             )
             function = self._registry.get(job["class"])
-            retry_in = function.retry_in if function is not None else None
-            filing = self._settler.failure_filing(raw, job, exc, retry_in)
+            filing = self._settler.failure_filing(raw, job, exc, function)
             # Shielded: a shutdown cancelling us now would leave a job that ran
             # and failed to be requeued as if it never ran (bounded by the
             # socket timeout; an outage keeps it pending).
@@ -365,7 +365,7 @@ class Processors:
         if function is None:
             # Through the chain like any failure, so middleware (metrics,
             # tracing, status) sees unknown names too.
-            innermost: Next = functools.partial(_unknown, job["class"])
+            innermost: Next = functools.partial(_unknown, job["class"], self._registry)
         else:
             timeout = job.get("timeout") or function.defaults.timeout or self._default_timeout
             innermost = functools.partial(self._invoke, function, raw, job, timeout)
@@ -483,5 +483,11 @@ class Processors:
             self.left_running.remove(raw)
 
 
-async def _unknown(name: str) -> None:
-    raise UnknownJob(f"no handler registered for {name!r}")
+async def _unknown(name: str, registry: JobRegistry) -> None:
+    names = registry.names
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.8)
+    if close:
+        hint = f" (did you mean {close[0]!r}?)"
+    else:
+        hint = f" (it knows {len(names)} job{'' if len(names) == 1 else 's'})"
+    raise UnknownJob(f"no handler registered for {name!r} in this worker{hint}")

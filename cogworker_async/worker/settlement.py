@@ -26,7 +26,8 @@ import orjson
 from redis.asyncio import Redis
 
 from cogworker_async import payload
-from cogworker_async.jobs import RetryDecision, RetryIn
+from cogworker_async.errors import UnknownJob
+from cogworker_async.jobs import JobFunction, RetryDecision, RetryIn, RetryOption
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
 from cogworker_async.store import commands
@@ -39,9 +40,18 @@ RETRY_FIRST = 1.0  # s before a filing refused by a non-outage error is tried ag
 RETRY_MAX = 60.0
 
 
-def retry_limit(job: dict[str, Any], settings: Settings) -> int | None:
-    """How many retries this job gets; None means "discard on failure" (``retry: False``)."""
+def retry_limit(
+    job: dict[str, Any], settings: Settings, registered: RetryOption | None = None
+) -> int | None:
+    """How many retries this job gets; None means "discard on failure" (``retry: False``).
+
+    The payload's own ``retry`` first; a payload without one (enqueued by name
+    from a process that does not know the job, or pushed by hand) takes the
+    registered job's (``@job(retry=...)``), then ``max_retries``.
+    """
     option = job.get("retry")
+    if option is None:
+        option = registered
     if option is False:
         return None
     if option is True or option is None:
@@ -87,10 +97,21 @@ class Settler:
         raw: bytes,
         job: dict[str, Any],
         exc: BaseException,
-        retry_in: RetryIn | None = None,
+        function: JobFunction[Any, Any] | None = None,
     ) -> Filing:
+        """The filing of a failed job: its retry, its dead entry, or its discard.
+
+        ``function`` is the handler registered under the job's name (None when
+        there is none): its options stand in for those the payload lacks.
+        """
         now = time.time()
-        limit = retry_limit(job, self._settings)
+        limit = retry_limit(job, self._settings, function.defaults.retry if function else None)
+        retry_in = function.retry_in if function is not None else None
+        if function is None and isinstance(exc, UnknownJob) and limit is not None:
+            # No handler appears by retrying, unless a deploy is rolling out
+            # the one that knows it: unknown_job_retries (0 by default). (A
+            # handler of ours raising UnknownJob itself keeps its retries.)
+            limit = min(limit, self._settings.unknown_job_retries)
         count = int(job["retry_count"]) + 1 if isinstance(job.get("retry_count"), int) else 0
         job = dict(job)
         job.pop("suspect", None)  # it failed by itself: its retry needn't run alone

@@ -62,7 +62,7 @@ class Worker:
         self,
         settings: Settings | None = None,
         *,
-        jobs: Iterable[JobSpec] = (),
+        jobs: Iterable[JobSpec] | JobSpec = (),
         middleware: Sequence[ServerMiddleware] = (),
         logger: logging.Logger | None = None,
         handle_signals: bool | None = None,
@@ -301,6 +301,7 @@ class Worker:
             logger=self.log,
             on_signal=self._signal_from_thread(),
             on_wrong_type=self._wrong_type_from_thread(),
+            jobs=self.registry.names,
         )
 
     def _start_duties(self, duties: TaskGroup, redis: Any) -> None:

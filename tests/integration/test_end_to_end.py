@@ -120,15 +120,16 @@ async def test_failures_are_filed_with_their_errors(
     dead = [orjson.loads(e) for e in await redis.zrange(keys.dead, 0, -1)]
     assert retry[boom_jid]["error_class"] == "ValueError"
     assert retry[boom_jid]["retry_count"] == 0
-    assert retry[unknown_jid]["error_class"] == "UnknownJob"
     by_jid = {d["jid"]: d for d in dead}
+    # Unknown: buried at once (unknown_job_retries defaults to 0).
+    assert by_jid[unknown_jid]["error_class"] == "UnknownJob"
     assert by_jid[slow_jid]["error_class"] == JobTimeout.__name__
     raws = sorted(d["raw"] for d in dead if d["error_class"] == "UnparseableJob")
     assert raws == sorted(["{not json", '{"jid": "x", "class": "a"}'])
     assert all("error_message" in d for d in dead)
     # retry=False: discarded, in neither set
-    assert len(retry) == 2
-    assert len(dead) == 3
+    assert len(retry) == 1
+    assert len(dead) == 4
 
 
 async def _stat(redis: Redis, key: str, at_least: int) -> bool:

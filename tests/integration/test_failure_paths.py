@@ -299,7 +299,7 @@ async def _noop_ack_matrix_middleware(job: JobDict, call_next: Next) -> None:
     [
         ("fp.ok", "x", "acked"),
         ("fp.boom", "x", "retry:ValueError"),
-        ("fp.nobody", "x", "retry:UnknownJob"),
+        ("fp.nobody", "x", "dead:UnknownJob"),
         ("fp.ok", "before", "retry:RuntimeError"),
         ("fp.ok", "after", "retry:RuntimeError"),
     ],
@@ -314,11 +314,14 @@ async def test_acknowledgement_matrix(
         await wait_for(lambda: _stat_at_least(redis, keys.stats_processed, 1))
         await wait_for(lambda: in_progress_empty(redis, keys, worker))
     retry = [orjson.loads(e) for e in await redis.zrange(keys.retry, 0, -1)]
+    dead = [orjson.loads(e) for e in await redis.zrange(keys.dead, 0, -1)]
     if outcome == "acked":
-        assert retry == []
+        assert retry == dead == []
         assert int(await redis.get(keys.stats_failed) or 0) == 0
     else:
-        assert [e["error_class"] for e in retry] == [outcome.split(":")[1]]
+        where, error_class = outcome.split(":")
+        assert [e["error_class"] for e in {"retry": retry, "dead": dead}[where]] == [error_class]
+        assert {"retry": dead, "dead": retry}[where] == []
 
 
 active: dict[str, int] = {"now": 0, "overlaps": 0, "suspect": 0}

@@ -212,3 +212,32 @@ def test_registry_rejects_other_things() -> None:
 
 def test_unknown_name_is_none() -> None:
     assert JobRegistry([bare]).get("nope") is None
+
+
+def test_worker_takes_modules_module_names_and_functions(make_module: MakeModule) -> None:
+    from cogworker_async import Settings, Worker
+
+    by_object = make_module(
+        """
+        from cogworker_async import job
+
+        @job
+        async def from_object() -> None: ...
+        """,
+    )
+    by_name = make_module(
+        """
+        from cogworker_async import job
+
+        @job
+        def from_name() -> None: ...
+        """,
+    )
+    module = importlib.import_module(by_object)
+    worker = Worker(Settings(), jobs=[module, by_name, send_email])
+    assert worker.registry.names == sorted(
+        ["emails.send", f"{by_object}.from_object", f"{by_name}.from_name"]
+    )
+    assert JobRegistry(module).names == [f"{by_object}.from_object"]  # one alone, not in a list
+    with pytest.raises(TypeError, match="a @job function, a module or a module name"):
+        JobRegistry([42])  # type: ignore[list-item]
