@@ -112,7 +112,7 @@ class Client:
         job, due = await self._build(target, args, kwargs, time.time())
         if job is None:
             return None
-        encoded = payload.encode_job(job, args, kwargs)
+        encoded = payload.encode_job(job)
         if due is not None:
             await self.redis.zadd(self.keys.schedule, {encoded: due})
         else:
@@ -190,7 +190,7 @@ class Client:
                     name, args, kwargs, options.queue, now=now, jid=next(fresh_jids), extra=extra
                 )
                 due = common_due
-            one = payload.encode_job(job, args, kwargs)
+            one = payload.encode_job(job)
             if due is not None:
                 scheduled[one] = due
             else:
