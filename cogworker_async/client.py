@@ -18,10 +18,10 @@ from typing import Any, ParamSpec, TypeVar, overload
 from redis.asyncio import Redis
 
 from cogworker_async import payload
-from cogworker_async.jobs import BoundJob, JobFunction, JobOptions
+from cogworker_async.jobs import BoundJob, JobFunction, JobOptions, check_timing
 from cogworker_async.keys import Keys
 from cogworker_async.middleware import ClientMiddleware, run_client_chain
-from cogworker_async.settings import Settings
+from cogworker_async.settings import Settings, check_queue_name
 from cogworker_async.store.connection import connect
 from cogworker_async.store.scripts import script
 
@@ -44,6 +44,8 @@ def _resolve(target: Target) -> tuple[str, JobOptions]:
 
 
 def _due(options: JobOptions, now: float) -> float | None:
+    # JobOptions can be built directly (the CLI does): checked here too, once per call.
+    check_timing(options.delay, options.at)
     if options.at is not None:
         at = options.at.timestamp() if isinstance(options.at, datetime) else float(options.at)
         return at if at > now else None
@@ -90,14 +92,19 @@ class Client:
         self, target: Target, args: Sequence[Any], kwargs: Mapping[str, Any], now: float
     ) -> tuple[dict[str, Any] | None, float | None]:
         name, options = _resolve(target)
+        due = _due(options, now)
         extra: dict[str, Any] = {"retry": options.retry, "timeout": options.timeout}
-        job = payload.build(name, args, kwargs, options.queue, now=now, extra=extra)
+        job = payload.build(
+            name, args, kwargs, check_queue_name(options.queue), now=now, extra=extra
+        )
         if self.middleware:
             # Middleware sees only JSON-safe arguments (checked one by one, so
             # the error names the one at fault).
             payload.ensure_json(args, kwargs)
             job = await run_client_chain(self.middleware, job)  # type: ignore[assignment]
-        return job, _due(options, now)
+            if job is not None:
+                check_queue_name(job.get("queue"))  # a middleware may have changed it
+        return job, due
 
     @overload
     async def enqueue(
@@ -171,6 +178,7 @@ class Client:
         # Without middleware every job has the same name, options and due
         # time: resolved once, and each job costs a dict and one encode.
         name, options = _resolve(target)
+        check_queue_name(options.queue)
         extra = {"retry": options.retry, "timeout": options.timeout}
         common_due = _due(options, now)
         fresh_jids = payload.jid_source()
