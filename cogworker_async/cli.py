@@ -29,10 +29,10 @@ from pydantic_settings import SettingsError
 from redis import exceptions as rexc
 from redis.asyncio import Redis
 
-from cogworker_async import api, cli_admin, cli_worker
+from cogworker_async import api, cli_admin, cli_worker, payload
 from cogworker_async.client import Client, EnqueuedByName
 from cogworker_async.keys import Keys
-from cogworker_async.settings import Settings, parse_queue_spec
+from cogworker_async.settings import Settings, check_queue_name
 from cogworker_async.store.connection import connect
 from cogworker_async.store.faults import is_outage
 
@@ -146,7 +146,8 @@ def run_redis(settings: Settings, action: Callable[[Redis, Keys], Awaitable[T]])
 cli_worker.register(app, build_settings=build_settings, run=run_redis, fail=fail)
 
 
-_INT64 = (-(2**63), 2**63 - 1)
+# The payload's rule (strict JSON), applied to the text so the error can quote it.
+_INT64 = (payload.INT64_MIN, payload.INT64_MAX)
 _KEYWORD = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$", re.DOTALL)
 
 
@@ -218,13 +219,12 @@ def parse_job_arguments(
     return args, kwargs
 
 
-def _queue_name_problem(queue: str) -> bool:
-    # No worker could ever read a queue its -q refuses.
+def _check_queue(queue: str) -> None:
+    # The client's rule: no worker could ever read a queue its -q refuses.
     try:
-        parse_queue_spec(queue)
-    except ValueError:
-        return True
-    return False
+        check_queue_name(queue)
+    except ValueError as exc:
+        raise fail(str(exc)) from None
 
 
 @app.command()
@@ -248,8 +248,8 @@ def enqueue(
     """Enqueue job NAME with JSON arguments; prints its jid."""
     if not name.strip():
         raise fail("the job name must not be empty")
-    if queue is not None and (queue != queue.strip() or ":" in queue or _queue_name_problem(queue)):
-        raise fail(f"bad queue name {queue!r}: letters, digits, '_', '-', '.' (as a worker's -q)")
+    if queue is not None:
+        _check_queue(queue)
     if delay is not None and not (math.isfinite(delay) and delay >= 0):
         raise fail(f"--in takes a finite number of seconds, 0 or more: got {delay}")
     parsed, keywords = parse_job_arguments(args or [], kwargs_json)
@@ -313,19 +313,35 @@ def queues(
 
 
 def _queue_action(
-    action: Callable[[Redis, Keys, str], Coroutine[Any, Any, bool]],
+    action: Callable[..., Coroutine[Any, Any, bool]],
 ) -> Callable[..., None]:
+    verb = action.__name__
+
     def command(
         queue: Annotated[str, typer.Argument()],
+        force: Annotated[
+            bool, typer.Option("--force", help="Even a queue nothing knows (not a typo)")
+        ] = False,
         redis_url: RedisUrl = None,
         namespace: Namespace = None,
     ) -> None:
+        _check_queue(queue)
         settings = build_settings(redis_url=redis_url, namespace=namespace)
-        if not run_redis(settings, lambda redis, keys: action(redis, keys, queue)):
-            raise fail(f"could not {action.__name__} {queue} (see the warning above)", 1)
-        typer.echo(f"{action.__name__}d {queue}")
 
-    command.__doc__ = f"{action.__name__.capitalize()} fetching from QUEUE."
+        async def act(redis: Redis, keys: Keys) -> bool:
+            try:
+                return bool(await action(redis, keys, queue, force=force))
+            except api.UnknownQueueError as exc:
+                raise fail(str(exc).replace(" (force=True)", "")) from None
+
+        if not run_redis(settings, act):
+            raise fail(f"could not {verb} {queue} (see the warning above)", 1)
+        typer.echo(f"{verb}d {queue}")
+
+    command.__doc__ = (
+        f"{verb.capitalize()} fetching from QUEUE "
+        "(one neither listed nor read by a live process only with --force)."
+    )
     return command
 
 
@@ -341,6 +357,8 @@ def clear(
     namespace: Namespace = None,
 ) -> None:
     """Delete every job waiting on QUEUE (it stays listed, and paused if it was); asks first."""
+    if queue is not None:
+        _check_queue(queue)
     settings = build_settings(redis_url=redis_url, namespace=namespace)
     cli_admin.confirm(f"delete every job waiting on {queue}", yes=yes, fail=fail)
     removed = run_redis(settings, lambda redis, keys: api.clear_queue(redis, keys, queue))

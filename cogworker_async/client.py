@@ -28,10 +28,10 @@ import orjson
 from redis.asyncio import Redis
 
 from cogworker_async import payload
-from cogworker_async.jobs import BoundJob, JobFunction, JobOptions, declared
+from cogworker_async.jobs import BoundJob, JobFunction, JobOptions, check_timing, declared
 from cogworker_async.keys import Keys
 from cogworker_async.middleware import ClientMiddleware, run_client_chain
-from cogworker_async.settings import Settings
+from cogworker_async.settings import Settings, check_queue_name
 from cogworker_async.store.connection import connect
 from cogworker_async.store.replies import loose_text
 from cogworker_async.store.scripts import script
@@ -151,6 +151,8 @@ def _live_problems(processes: list[_LiveProcess], name: str, queue: str) -> tupl
 
 
 def _due(options: JobOptions, now: float) -> float | None:
+    # JobOptions can be built directly (the CLI does): checked here too, once per call.
+    check_timing(options.delay, options.at)
     if options.at is not None:
         at = options.at.timestamp() if isinstance(options.at, datetime) else float(options.at)
         return at if at > now else None
@@ -201,14 +203,19 @@ class Client:
         self, target: Target, args: Sequence[Any], kwargs: Mapping[str, Any], now: float
     ) -> tuple[dict[str, Any] | None, float | None]:
         name, options = _resolve(target)
+        due = _due(options, now)
         extra: dict[str, Any] = {"retry": options.retry, "timeout": options.timeout}
-        job = payload.build(name, args, kwargs, options.queue, now=now, extra=extra)
+        job = payload.build(
+            name, args, kwargs, check_queue_name(options.queue), now=now, extra=extra
+        )
         if self.middleware:
             # Middleware sees only JSON-safe arguments (checked one by one, so
             # the error names the one at fault).
             payload.ensure_json(args, kwargs)
             job = await run_client_chain(self.middleware, job)  # type: ignore[assignment]
-        return job, _due(options, now)
+            if job is not None:
+                check_queue_name(job.get("queue"))  # a middleware may have changed it
+        return job, due
 
     @overload
     async def enqueue(
@@ -239,7 +246,7 @@ class Client:
         job, due = await self._build(target, args, kwargs, time.time())
         if job is None:
             return None
-        encoded = payload.encode_job(job, args, kwargs)
+        encoded = payload.encode_job(job)
         if due is not None:
             await self.redis.zadd(self.keys.schedule, {encoded: due})
         else:
@@ -375,6 +382,7 @@ class Client:
         if isinstance(target, str):
             target, known_here = named(target)
         name, options = _resolve(target)
+        check_queue_name(options.queue)
         extra = {"retry": options.retry, "timeout": options.timeout}
         common_due = _due(options, now)
         fresh_jids = payload.jid_source()
@@ -394,7 +402,7 @@ class Client:
                     name, args, kwargs, options.queue, now=now, jid=next(fresh_jids), extra=extra
                 )
                 due = common_due
-            one = payload.encode_job(job, args, kwargs)
+            one = payload.encode_job(job)
             if due is not None:
                 scheduled[one] = due
             else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import math
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -11,6 +12,7 @@ from types import ModuleType
 from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from cogworker_async.errors import ConfigurationError
+from cogworker_async.settings import check_queue_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -21,6 +23,34 @@ RetryDecision = float | int | Literal["discard", "dead"] | None
 RetryIn = Callable[[int, BaseException, dict[str, Any]], RetryDecision]
 """``retry_in(count, exc, job)``: seconds until the next try, ``"discard"``,
 ``"dead"``, or None for the default backoff."""
+
+
+def check_timing(delay: float | None, at: datetime | float | None) -> None:
+    """Refuse a ``delay`` or ``at`` that is no time: NaN, infinite, or a negative delay.
+
+    An infinite one would park the job in the schedule forever, a NaN one is
+    refused by Redis only when the job is written (a raw ``ResponseError``).
+    """
+    if delay is not None and at is not None:
+        raise ValueError("give delay or at, not both")
+    if delay is not None:
+        if isinstance(delay, bool) or not isinstance(delay, int | float):
+            raise TypeError(f"delay must be a number of seconds, got {type(delay).__name__}")
+        if not (math.isfinite(delay) and delay >= 0):
+            raise ValueError(
+                f"delay must be a finite number of seconds, 0 or more (not negative, NaN "
+                f"or infinite): got {delay}"
+            )
+    if at is not None and not isinstance(at, datetime):
+        if isinstance(at, bool) or not isinstance(at, int | float):
+            raise TypeError(f"at must be a datetime or an epoch timestamp, got {type(at).__name__}")
+        if not math.isfinite(at):
+            raise ValueError(f"at must be a finite epoch timestamp: got {at}")
+
+
+def check_timeout(timeout: float | None) -> None:
+    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
+        raise ValueError(f"timeout must be positive and finite (seconds), got {timeout}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,16 +98,14 @@ class JobFunction(Generic[P, R]):
         timeout: float | None = None,
     ) -> BoundJob[P, R]:
         """This job with options for one enqueue (queue, delay/at, retry, timeout)."""
-        if delay is not None and at is not None:
-            raise ValueError("give delay or at, not both")
-        if delay is not None and delay < 0:
-            raise ValueError(f"delay must not be negative, got {delay}")
-        if timeout is not None and timeout <= 0:
-            raise ValueError(f"timeout must be positive, got {timeout}")
+        check_timing(delay, at)
+        check_timeout(timeout)
+        if queue is not None:
+            check_queue_name(queue)
         base = self.defaults
         merged = replace(
             base,
-            queue=queue or base.queue,
+            queue=base.queue if queue is None else queue,
             delay=delay,
             at=at,
             retry=base.retry if retry is None else retry,
@@ -128,8 +156,8 @@ def job(
     The name defaults to ``module.qualname``; it is what travels in the payload's
     ``class`` field, so renaming a function needs ``name=`` to keep old jobs running.
     """
-    if timeout is not None and timeout <= 0:
-        raise ValueError(f"timeout must be positive, got {timeout}")
+    check_timeout(timeout)
+    check_queue_name(queue)
 
     def wrap(target: Callable[P, R]) -> JobFunction[P, R]:
         job_name = name or f"{target.__module__}.{target.__qualname__}"

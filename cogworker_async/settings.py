@@ -22,7 +22,12 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-_QUEUE_SPEC = re.compile(r"^(?P<name>[A-Za-z0-9_.\-]+)(?::(?P<weight>\d+))?$")
+_QUEUE_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
+_QUEUE_SPEC = re.compile(r"(?P<name>[A-Za-z0-9_.\-]+)(?::(?P<weight>\d+))?")
+QUEUE_NAME_RULE = "letters, digits, '_', '-' and '.' only, as a worker's -q takes them"
+# A weight is a share, not a count: 1000 to 1 is as lopsided as a queue order
+# gets, and the bound keeps a typo (20000000, or 23 digits) a clear error.
+MAX_WEIGHT = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,17 +38,34 @@ class QueueSpec:
     weight: int = 1
 
 
+def check_queue_name(name: object) -> str:
+    """``name`` if a worker could read it; else a ValueError naming the rule.
+
+    The one queue-name rule of the client, the CLI and the admin commands: a
+    job put on a queue no ``-q`` accepts would never run.
+    """
+    if not isinstance(name, str) or _QUEUE_NAME.fullmatch(name) is None:
+        shown = name if isinstance(name, str) else type(name).__name__
+        raise ValueError(f"bad queue name {shown!r}: {QUEUE_NAME_RULE}")
+    return name
+
+
 def parse_queue_spec(spec: str) -> QueueSpec:
     """Parse ``name`` or ``name:weight``; a ValueError names what is wrong."""
-    match = _QUEUE_SPEC.match(spec.strip())
+    match = _QUEUE_SPEC.fullmatch(spec.strip())
     if match is None:
         raise ValueError(
             f"bad queue spec {spec!r}: expected NAME or NAME:WEIGHT "
-            "(letters, digits, '_', '-', '.'; weight a positive integer)"
+            f"({QUEUE_NAME_RULE}; weight an integer from 1 to {MAX_WEIGHT})"
         )
-    weight = int(match["weight"]) if match["weight"] is not None else 1
-    if weight < 1:
-        raise ValueError(f"bad queue spec {spec!r}: weight must be at least 1")
+    digits = match["weight"]
+    # Checked by length first: int() of thousands of digits is refused (or slow).
+    weight = 1 if digits is None else int(digits) if len(digits) <= 6 else MAX_WEIGHT + 1
+    if not 1 <= weight <= MAX_WEIGHT:
+        raise ValueError(
+            f"bad queue spec {spec!r}: the weight must be at least 1 and at most {MAX_WEIGHT} "
+            "(a queue's share of fetches is its weight over the sum of weights)"
+        )
     return QueueSpec(match["name"], weight)
 
 

@@ -18,7 +18,9 @@
 -- ARGV[7] = number of acks a; ARGV[8..7+a] = the finished jobs, as fetched
 -- ARGV[8+a..] = the queue names matching KEYS[5..]
 -- Returns {jobs taken (raw, in the order taken), positions of acks whose job
--- was already gone, names of queues skipped because their key has the wrong type}.
+-- was already gone, names of queues skipped because their key has the wrong type,
+-- sources: a queue name and how many of the jobs taken came from it, in the
+-- order taken (the caller knows each job's queue; a payload may name another)}.
 -- Atomic: a job is on its queue or on the in-progress list, never neither.
 --
 -- Suspects (jobs requeue.lua marked after orphaning them more than once) run
@@ -40,7 +42,7 @@ local wanted = tonumber(ARGV[2])
 local suspects_ok = ARGV[6] == "1"
 local counter_prefix = ARGV[3]
 local names_at = 8 + acked
-local taken, broken = {}, {}
+local taken, broken, sources = {}, {}, {}
 local alone = false -- a suspect was taken: nothing else goes with it
 for i = 5, #KEYS do
   if wanted <= #taken or alone then
@@ -86,6 +88,8 @@ for i = 5, #KEYS do
           redis.call("LPUSH", KEYS[1], unpack(taken, first, #taken))
         end
         redis.call("LTRIM", KEYS[i], 0, -(moved + 1))
+        sources[#sources + 1] = name
+        sources[#sources + 1] = moved
       end
       -- Filled up with work still waiting, or a suspect left for a process
       -- with nothing else to run: wake another idle process for it. Not when
@@ -97,4 +101,4 @@ for i = 5, #KEYS do
     end
   end
 end
-return {taken, missing, broken}
+return {taken, missing, broken, sources}

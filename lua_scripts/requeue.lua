@@ -24,17 +24,27 @@
 --                   false to requeue unconditionally (own list, on shutdown)
 --   clock           the caller's clock (epoch s), used only if TIME is refused
 --   queue_prefix, wakeup_prefix, default_queue   (see requeue_job)
+--   sole_queue      (own list only) the one queue the owner reads: every job
+--                   goes back there, whatever its payload names
+--   (Where a job goes: the queue it was fetched from when the caller knows
+--   it — its own list on shutdown, `sole_queue` or a "t:" mark — else the
+--   queue its payload names. Orphan recovery can't know where a dead
+--   process fetched a job from and uses the payload's: the two differ only
+--   for a job pushed onto a queue other than the one its payload names.)
 --   counter_prefix, counter_ttl, max_orphanings  (orphan counting)
 --   live_window     a queue stamped by a live process this recently is read
 --   judge, judge_ttl  (recovering only) the identity of the process asking,
 --                   and the longest gap between its beats that still counts
 --                   as beating (heartbeat_ttl)
 -- ARGV[2..] = marks: "d:<job>" finished jobs whose ack failed (dropped: that
---   is their ack), "k:<job>" jobs to leave on the list.
--- Returns {-1, 0, 0} when the owner is alive after all (nothing touched),
--- {-2, 0, 0} when the judge's own view can't be trusted yet (nothing touched:
--- see "Who may judge" below), else
--- {moved, failed, u, <u queue names no live process reads>...,
+--   is their ack), "k:<job>" jobs to leave on the list, "t:<queue>:<job>" a
+--   job to put back on <queue>, the one it was fetched from (queue names
+--   hold no ":").
+-- Returns {-1, 0, 0, 0} when the owner is alive after all (nothing touched),
+-- {-2, 0, 0, 0} when the judge's own view can't be trusted yet (nothing
+-- touched: see "Who may judge" below), else
+-- {moved, failed, u, c, <u queue names no live process reads>...,
+--  <c pairs: queue name, jobs put back on it>...,
 --  <jobs filed raw into dead because the parking list was unusable>...}.
 --
 -- Why one script: checked apart from the requeue, an owner that beat in
@@ -69,27 +79,35 @@ end
 local recovering = cfg["threshold"] ~= false and cfg["threshold"] ~= nil
 if recovering then
   if redis.call("EXISTS", KEYS[2]) == 1 then
-    return {-1, 0, 0}
+    return {-1, 0, 0, 0}
   end
   -- A stamp that is not a number counts as none: the presence key decides.
   local last = tonumber(redis.call("HGET", KEYS[3], cfg["identity"]) or "")
   if last and clock - last <= tonumber(cfg["threshold"]) then
-    return {-1, 0, 0}
+    return {-1, 0, 0, 0}
   end
   local judge_last = tonumber(redis.call("HGET", KEYS[3], cfg["judge"]) or "")
   local judge_since = tonumber(redis.call("HGET", KEYS[8], cfg["judge"]) or "")
   if not judge_last or not judge_since or clock < judge_last
       or clock - judge_last > tonumber(cfg["judge_ttl"])
       or clock - judge_since < tonumber(cfg["threshold"]) then
-    return {-2, 0, 0}
+    return {-2, 0, 0, 0}
   end
 end
 
-local finished, keep = {}, {}
+local finished, keep, target = {}, {}, {}
 for i = 2, #ARGV do
   local mark, job = string.sub(ARGV[i], 1, 2), string.sub(ARGV[i], 3)
-  if mark == "d:" then finished[job] = true else keep[job] = true end
+  if mark == "d:" then
+    finished[job] = true
+  elseif mark == "t:" then
+    local colon = string.find(job, ":", 1, true)
+    if colon then target[string.sub(job, colon + 1)] = string.sub(job, 1, colon - 1) end
+  else
+    keep[job] = true
+  end
 end
+local sole_queue = (not recovering) and cfg["sole_queue"] or nil
 
 -- The payload with `"suspect":1` as its first field (once). Text surgery, not
 -- cjson: every other byte of the payload stays as its producer wrote it.
@@ -112,7 +130,7 @@ local function jid_of(job)
 end
 
 local moved, failed = 0, 0
-local kept, buried, unlisted = {}, {}, {}
+local kept, buried, unlisted, per_queue, queue_order = {}, {}, {}, {}, {}
 -- One pass over the list as it stands, head first. Each job is written where
 -- it goes and only then removed: Redis does not roll back a script stopped
 -- by an error, so popping first would lose the job whenever the write failed.
@@ -160,9 +178,14 @@ for _ = 1, redis.call("LLEN", KEYS[1]) do
         payload = as_suspect(job)
       end
       written, queue = pcall(requeue_job, payload, cfg["queue_prefix"], cfg["wakeup_prefix"],
-        cfg["default_queue"])
+        cfg["default_queue"], target[job] or sole_queue)
     end
     if written and queue then
+      if not per_queue[queue] then
+        per_queue[queue] = 0
+        queue_order[#queue_order + 1] = queue
+      end
+      per_queue[queue] = per_queue[queue] + 1
       local seen = tonumber(redis.pcall("ZSCORE", KEYS[7], queue) or "")
       if not seen or seen < clock - tonumber(cfg["live_window"]) then
         redis.pcall("SADD", KEYS[6], queue)
@@ -196,10 +219,14 @@ if recovering and redis.call("LLEN", KEYS[1]) == 0 then
   redis.pcall("SREM", KEYS[9], cfg["identity"])
   redis.pcall("DEL", KEYS[10])
 end
-local reply = {moved, failed, 0}
+local reply = {moved, failed, 0, #queue_order}
 for name in pairs(unlisted) do
   reply[#reply + 1] = name
   reply[3] = reply[3] + 1
+end
+for _, name in ipairs(queue_order) do
+  reply[#reply + 1] = name
+  reply[#reply + 1] = per_queue[name]
 end
 for _, job in ipairs(buried) do
   reply[#reply + 1] = job

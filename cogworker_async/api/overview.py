@@ -16,7 +16,9 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from cogworker_async.api._common import _is_wrong_type, _set_members, _warn_wrong_type
+from cogworker_async.api.running import processes
 from cogworker_async.keys import Keys
+from cogworker_async.settings import check_queue_name
 from cogworker_async.store.replies import text as _text
 
 
@@ -134,8 +136,34 @@ async def stats(redis: Redis, keys: Keys) -> Stats:
     )
 
 
-async def pause(redis: Redis, keys: Keys, queue: str) -> bool:
-    """Stop workers fetching from ``queue``; False (and a warning) if that can't be recorded."""
+class UnknownQueueError(ValueError):
+    """A queue named by an admin action that nothing knows: most likely a typo."""
+
+
+async def _known(redis: Redis, keys: Keys, queue: str) -> bool:
+    """Whether ``queue`` is listed in ``<ns>:queues`` or read by a live process."""
+    if queue in await queue_names(redis, keys):
+        return True
+    return any(p.alive and queue in (p.queues or []) for p in await processes(redis, keys))
+
+
+async def _check_target(redis: Redis, keys: Keys, queue: str, verb: str, force: bool) -> None:
+    check_queue_name(queue)
+    if not force and not await _known(redis, keys, queue):
+        raise UnknownQueueError(
+            f"no queue {queue!r}: it is not in {keys.queues} and no live process reads it "
+            f"(a typo?); {verb} it anyway with --force (force=True)"
+        )
+
+
+async def pause(redis: Redis, keys: Keys, queue: str, *, force: bool = False) -> bool:
+    """Stop workers fetching from ``queue``; False (and a warning) if that can't be recorded.
+
+    A name no worker could read is a ``ValueError``; a queue nothing knows
+    (not listed, not read by a live process) an ``UnknownQueueError``
+    unless ``force``: a typo must not succeed quietly.
+    """
+    await _check_target(redis, keys, queue, "pause", force)
     try:
         await redis.sadd(keys.paused, queue)
     except ResponseError as exc:
@@ -146,8 +174,21 @@ async def pause(redis: Redis, keys: Keys, queue: str) -> bool:
     return True
 
 
-async def resume(redis: Redis, keys: Keys, queue: str) -> bool:
-    """Let workers fetch from ``queue`` again; False (and a warning) if that can't be recorded."""
+async def resume(redis: Redis, keys: Keys, queue: str, *, force: bool = False) -> bool:
+    """Let workers fetch from ``queue`` again; False (and a warning) if that can't be recorded.
+
+    Refused as ``pause`` is, except for a queue that is paused (however it got so).
+    """
+    check_queue_name(queue)
+    if not force:
+        try:
+            paused = bool(await redis.sismember(keys.paused, queue))
+        except ResponseError as exc:
+            if not _is_wrong_type(exc):
+                raise
+            paused = False
+        if not paused:
+            await _check_target(redis, keys, queue, "resume", force)
     try:
         await redis.srem(keys.paused, queue)
     except ResponseError as exc:
@@ -172,7 +213,7 @@ async def clear_queue(redis: Redis, keys: Keys, queue: str) -> int:
     removed. A key of the wrong type is left alone (both commands refuse it).
     The queue stays listed (and paused, if it was).
     """
-    key = keys.queue(queue)
+    key = keys.queue(check_queue_name(queue))
     async with redis.pipeline(transaction=True) as pipe:
         pipe.llen(key)
         pipe.ltrim(key, 1, 0)  # an empty range: the list is emptied (and so deleted)

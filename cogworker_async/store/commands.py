@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import functools
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import orjson
@@ -52,6 +52,8 @@ class FetchResult:
     jobs: list[bytes]
     missing_acks: list[Ack]
     broken_queues: list[str]
+    # (queue, how many) in the order of ``jobs``: where each job was fetched from.
+    sources: list[tuple[str, int]] = field(default_factory=list)
 
 
 async def fetch(
@@ -86,9 +88,10 @@ async def fetch(
         *_ack_args(acks),
         *queues,
     ]
-    taken, missing, broken = await script("fetch").run(redis, script_keys, args)
+    taken, missing, broken, sources = await script("fetch").run(redis, script_keys, args)
     names = [text(b) for b in broken]
-    return FetchResult(list(taken), [acks[i - 1] for i in missing], names)
+    runs = [(text(sources[i]), int(sources[i + 1])) for i in range(0, len(sources), 2)]
+    return FetchResult(list(taken), [acks[i - 1] for i in missing], names, runs)
 
 
 async def ack(redis: Redis, keys: Keys, *, identity: str, acks: Sequence[Ack]) -> list[Ack]:
@@ -156,6 +159,8 @@ class RequeueResult:
     raw_burials: list[bytes]
     # The judge's own view of Redis could not be trusted yet: nobody judged.
     untrusted: bool = False
+    # Queue name -> jobs put back on it, in the order first met.
+    per_queue: dict[str, int] = field(default_factory=dict, compare=False)
 
 
 async def requeue(
@@ -171,6 +176,8 @@ async def requeue(
     keep: Sequence[bytes] = (),
     judge: str = "",
     judge_ttl: float = 0.0,
+    sole_queue: str | None = None,
+    targets: Mapping[bytes, str] | None = None,
 ) -> RequeueResult:
     """Requeue ``identity``'s in-progress list; with ``threshold``, only if it is dead.
 
@@ -178,6 +185,11 @@ async def requeue(
     judge"): ``judge`` is the asking process, trusted only once it has beaten
     without a gap over ``judge_ttl`` for ``threshold``; ``untrusted`` says it
     was not yet.
+
+    Own list only (no ``threshold``): ``sole_queue``, the one queue the owner
+    reads, takes every job back; else ``targets`` (raw job -> the queue it
+    was fetched from) for jobs whose payload names another queue. Without
+    either a job goes back to the queue its payload names.
     """
     config: dict[str, Any] = {
         "identity": identity,
@@ -193,6 +205,8 @@ async def requeue(
         "judge": judge,
         "judge_ttl": judge_ttl,
     }
+    if sole_queue is not None and threshold is None:
+        config["sole_queue"] = sole_queue
     script_keys = [
         keys.in_progress(identity),
         keys.process(identity),
@@ -209,14 +223,19 @@ async def requeue(
     args: list[EncodableArg] = [orjson.dumps(config)]
     args.extend(b"d:" + raw for raw in finished)
     args.extend(b"k:" + raw for raw in keep)
+    if targets and threshold is None:
+        args.extend(b"t:" + queue.encode() + b":" + raw for raw, queue in targets.items())
     reply = await script("requeue").run(redis, script_keys, args)
-    moved, failed, unread = int(reply[0]), int(reply[1]), int(reply[2])
+    moved, failed, unread, counted = int(reply[0]), int(reply[1]), int(reply[2]), int(reply[3])
     if moved == -2:
         return RequeueResult(False, 0, 0, [], [], untrusted=True)
     if moved < 0:
         return RequeueResult(True, 0, 0, [], [])
-    names = [text(n) for n in reply[3 : 3 + unread]]
-    return RequeueResult(False, moved, failed, names, list(reply[3 + unread :]))
+    names = [text(n) for n in reply[4 : 4 + unread]]
+    at = 4 + unread
+    per_queue = {text(reply[at + 2 * i]): int(reply[at + 2 * i + 1]) for i in range(counted)}
+    burials = list(reply[at + 2 * counted :])
+    return RequeueResult(False, moved, failed, names, burials, per_queue=per_queue)
 
 
 @dataclass(frozen=True, slots=True)

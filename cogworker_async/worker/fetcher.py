@@ -20,7 +20,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 import anyio
 import orjson
@@ -46,15 +46,44 @@ MAX_IN_FLIGHT = 2
 # of a job: a few more per call, far fewer calls when jobs finish one by one.
 GATHER_FOR = 0.001
 BLOCKING_WAIT = object()  # the blocking loop's entry among the calls out
+# Fetched batches remembered (several queues) before the ones none of whose
+# jobs is still ours are dropped; at least this many between two looks.
+SOURCES_PRUNE_AT = 64
 
 
 def weighted_order(specs: Sequence[QueueSpec], strict: bool, rng: random.Random) -> list[str]:
-    """Queue names in the order to try: as given (strict), or shuffled by weight."""
+    """Queue names in the order to try: as given (strict), or drawn by weight.
+
+    The SPEC's order is "each queue repeated by its weight, shuffled,
+    de-duplicated": the first queue is each one with a chance proportional
+    to its weight, and each next one likewise among those left. It is drawn
+    here as that, by cumulative sums over the queues left, never by building
+    the list with one entry per unit of weight (a weight of 20,000,000 made
+    every fetch take seconds). Per call: one random draw and one pass over
+    the remaining weights for each queue — with the handful of queues a
+    worker reads, a few dozen operations at most.
+    """
     if strict or len(specs) == 1:
         return [s.name for s in specs]
-    pool = [s.name for s in specs for _ in range(s.weight)]
-    rng.shuffle(pool)
-    return list(dict.fromkeys(pool))
+    left = list(specs)
+    total = sum(s.weight for s in left)
+    order: list[str] = []
+    while len(left) > 1:
+        point = rng.random() * total
+        # The first queue whose cumulative weight passes the point; the last
+        # one if rounding leaves the point at the very top.
+        index = len(left) - 1
+        reached = 0
+        for position, spec in enumerate(left):
+            reached += spec.weight
+            if point < reached:
+                index = position
+                break
+        chosen = left.pop(index)
+        total -= chosen.weight
+        order.append(chosen.name)
+    order.append(left[0].name)
+    return order
 
 
 class Fetcher:
@@ -129,6 +158,17 @@ class Fetcher:
         # Until then (monotonic) no suspect is taken: this process just gave
         # one back, unable to get itself to itself in time (see Processors).
         self._decline_until = 0.0
+        # Where the jobs we hold were fetched from, for the shutdown requeue: a
+        # payload may name another queue than the one it sat on, and a job
+        # goes back where it was fetched from. Reading one queue, that is it;
+        # reading several, each fetched batch is kept with fetch.lua's
+        # (queue, count) runs: one entry per batch, nothing per job, and
+        # batches none of whose jobs is still ours (``ours``, set by the
+        # worker) are dropped every SOURCES_PRUNE_AT batches or so.
+        self.sole_queue = self._specs[0].name if len(self._specs) == 1 else None
+        self._batches: list[tuple[Sequence[bytes], Sequence[tuple[str, int]]]] = []
+        self._prune_at = SOURCES_PRUNE_AT
+        self.ours: Callable[[], Iterable[bytes]] = lambda: self.held
 
     # --- processors' side -------------------------------------------------
     def _processor_waits(self) -> None:
@@ -187,6 +227,35 @@ class Fetcher:
 
     def _deliver(self, jobs: Sequence[bytes]) -> None:
         self._handout.deliver(jobs)
+
+    def _remember(self, jobs: Sequence[bytes], sources: Sequence[tuple[str, int]]) -> None:
+        """Keep where a fetched batch came from (several queues only; after ``_deliver``)."""
+        if self.sole_queue is not None or not self.reliable or not jobs:
+            return
+        self._batches.append((jobs, sources))
+        if len(self._batches) >= self._prune_at:
+            ours = set(self.ours())
+            self._batches = [b for b in self._batches if not ours.isdisjoint(b[0])]
+            self._prune_at = max(SOURCES_PRUNE_AT, 2 * len(self._batches))
+
+    def sources_of(self, jobs: Iterable[bytes]) -> dict[bytes, str]:
+        """The queue each of ``jobs`` was fetched from, where known (shutdown only).
+
+        Unknown for a job whose fetch reply never arrived: it goes back to the
+        queue its payload names.
+        """
+        if self.sole_queue is not None:
+            return dict.fromkeys(jobs, self.sole_queue)
+        wanted = set(jobs)
+        found: dict[bytes, str] = {}
+        for batch, runs in self._batches:  # oldest first: a job fetched again, its last source
+            start = 0
+            for queue, count in runs:
+                for raw in batch[start : start + count]:
+                    if raw in wanted:
+                        found[raw] = queue
+                start += count
+        return found
 
     def decline_suspects(self, seconds: float) -> None:
         """Take no suspect for ``seconds``: a queue whose front is one is skipped meanwhile."""
@@ -317,6 +386,7 @@ class Fetcher:
             self._on_wrong_type()
         self._broken = set(result.broken_queues)
         self._deliver(result.jobs)
+        self._remember(result.jobs, result.sources)
         self._shedder.watch()
         # Only now: the jobs it moved are in memory (held) at last.
         self._fetching.pop(call_id, None)
@@ -384,4 +454,6 @@ class Fetcher:
         )
         if job is not None:
             self._deliver([job])
+            # Only BLMOVE brings a job (reliable mode), from its one queue.
+            self._remember([job], [(names[0], 1)])
         return woke

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 import orjson
 from redis.asyncio import Redis
 
+from cogworker_async import payload
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
 from cogworker_async.store import commands
@@ -188,7 +189,7 @@ class Recovery:
             except orjson.JSONDecodeError:
                 job = None
             if not isinstance(job, dict):
-                job = {"jid": "", "raw": raw.decode("utf-8", "replace")}
+                job = {"jid": "", **payload.raw_fields(raw)}
             job.update(self._error_fields())
             jid = str(job.get("jid", ""))
             if await commands.bury_orphan(
@@ -203,9 +204,9 @@ class Recovery:
         for index, raw in enumerate(pending):
             try:
                 job = orjson.loads(raw)
-                job = job if isinstance(job, dict) else {"raw": raw.decode("utf-8", "replace")}
+                job = job if isinstance(job, dict) else payload.raw_fields(raw)
             except orjson.JSONDecodeError:
-                job = {"raw": raw.decode("utf-8", "replace")}
+                job = payload.raw_fields(raw)
             job.update(self._error_fields())
             try:
                 if await commands.swap_dead_entry(

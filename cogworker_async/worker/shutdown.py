@@ -58,7 +58,18 @@ async def finish(
         keep = [*keep, *still_running]
         if reliable:
             drop = [a.raw for a in unacked] + discarded
-            result = await requeue_own(redis, keys, settings, identity, drop, keep, logger)
+            targets = await _sources(redis, keys, identity, fetcher, logger)
+            result = await requeue_own(
+                redis,
+                keys,
+                settings,
+                identity,
+                drop,
+                keep,
+                logger,
+                sole_queue=fetcher.sole_queue,
+                targets=targets,
+            )
             list_empty = result is not None and not keep and result.failed == 0
         else:
             list_empty = True
@@ -72,6 +83,25 @@ async def finish(
     logger.info("worker %s stopped", identity)
 
 
+async def _sources(
+    redis: Redis, keys: Keys, identity: str, fetcher: Fetcher, logger: logging.Logger
+) -> dict[bytes, str]:
+    """Where each job on our list was fetched from, when we read several queues.
+
+    One LRANGE, at shutdown only: the fetcher remembers whole batches, and
+    only the jobs still listed go to the script. Unknown (a failure here, a
+    fetch whose reply never came): the job goes back to its payload's queue.
+    """
+    if fetcher.sole_queue is not None:
+        return {}  # requeue.lua's sole_queue covers every job
+    try:
+        listed: list[bytes] = await redis.lrange(keys.in_progress(identity), 0, -1)  # type: ignore[assignment]
+    except Exception as exc:  # noqa: BLE001 - the payloads' own queues then
+        logger.warning("could not read this process's list (%s): jobs go by their payloads", exc)
+        return {}
+    return fetcher.sources_of(listed)
+
+
 async def requeue_own(
     redis: Redis,
     keys: Keys,
@@ -80,8 +110,15 @@ async def requeue_own(
     finished: list[bytes],
     keep: list[bytes],
     logger: logging.Logger,
+    *,
+    sole_queue: str | None = None,
+    targets: dict[bytes, str] | None = None,
 ) -> commands.RequeueResult | None:
-    """Requeue this process's list now (no liveness check: it is ours)."""
+    """Requeue this process's list now (no liveness check: it is ours).
+
+    Each job goes back to the queue it was fetched from (``sole_queue``, or
+    ``targets``), not to the one its payload names, where those differ.
+    """
     for attempt in range(3):
         try:
             result = await commands.requeue(
@@ -94,13 +131,19 @@ async def requeue_own(
                 live_window=2 * settings.heartbeat_ttl,
                 finished=finished,
                 keep=keep,
+                sole_queue=sole_queue,
+                targets=targets,
             )
         except Exception as exc:  # noqa: BLE001 - retried, then left to orphan recovery
             logger.warning("requeue of own jobs failed (%s), attempt %d", exc, attempt + 1)
             await anyio.sleep(0.5)
             continue
         if result.moved:
-            logger.info("requeued %d unfinished job(s) of %s", result.moved, identity)
+            logger.info(
+                "requeued %d job(s): %s",
+                result.moved,
+                ", ".join(f"{queue} {n}" for queue, n in sorted(result.per_queue.items())),
+            )
         return result
     logger.error("could not requeue this process's jobs: orphan recovery will bring them back")
     return None

@@ -291,6 +291,8 @@ class Worker:
             concurrency=settings.concurrency,
             logger=self.log,
         )
+        # What the fetcher may forget the source queue of: none of these.
+        self.fetcher.ours = self._known_jobs
         self.heartbeat = Heartbeat(
             settings,
             self.keys,

@@ -1,18 +1,23 @@
--- requeue_job(job, queue_prefix, wakeup_prefix, default_queue): puts one job
--- back on its queue and returns the queue's name.
+-- requeue_job(job, queue_prefix, wakeup_prefix, default_queue, target): puts
+-- one job back on its queue and returns the queue's name.
 --
--- It goes onto the end its queue is popped from, so it runs next. A payload
--- whose own `queue` can't be read goes to `default_queue` (the processor then
--- buries it as unparseable, with its raw text). The queue's wake-up marker is
--- touched so an idle worker picks it up at once.
+-- It goes onto the end its queue is popped from, so it runs next. The queue
+-- is `target` when the caller knows where the job was fetched from (its own
+-- jobs, on shutdown), else the payload's own `queue`; a payload whose `queue`
+-- can't be read goes to `default_queue` (the processor then buries it as
+-- unparseable, with its raw text). The queue's wake-up marker is touched so
+-- an idle worker picks it up at once.
 -- Every script that puts a job back calls this one function, so a later rule
 -- for requeued jobs (say, re-taking a periodic running lock) changes one place.
-local function requeue_job(job, queue_prefix, wakeup_prefix, default_queue)
-  local queue = default_queue
-  local ok, decoded = pcall(cjson.decode, job)
-  if ok and type(decoded) == "table" and type(decoded["queue"]) == "string"
-      and decoded["queue"] ~= "" then
-    queue = decoded["queue"]
+local function requeue_job(job, queue_prefix, wakeup_prefix, default_queue, target)
+  local queue = target
+  if type(queue) ~= "string" or queue == "" then
+    queue = default_queue
+    local ok, decoded = pcall(cjson.decode, job)
+    if ok and type(decoded) == "table" and type(decoded["queue"]) == "string"
+        and decoded["queue"] ~= "" then
+      queue = decoded["queue"]
+    end
   end
   redis.call("RPUSH", queue_prefix .. queue, job)
   redis.pcall("ZADD", wakeup_prefix .. queue, 0, "1")

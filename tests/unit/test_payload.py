@@ -93,7 +93,7 @@ def test_decode_keeps_unknown_fields() -> None:
     ("raw", "reason"),
     [
         (b"{not json", "not JSON"),
-        (b"\xff\xfe", "not JSON"),
+        (b"\xff\xfe", "not valid UTF-8: byte 0xff at offset 0"),
         (b"[1, 2]", "not a JSON object but list"),
         (b'"text"', "not a JSON object but str"),
         (b"42", "not a JSON object but int"),

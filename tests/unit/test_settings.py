@@ -293,3 +293,14 @@ def test_password_never_in_repr_nor_in_validation_errors() -> None:
         Settings(redis_url="redis://:S3cret@127.0.0.1:notaport/0")
     assert "S3cret" not in str(caught.value)
     assert "redis://:***@127.0.0.1:notaport/0" in str(caught.value)
+
+
+@pytest.mark.parametrize("weight", ["1001", "20000000", "99999999999999999999999", "9" * 5000])
+def test_weight_bounded(weight: str) -> None:
+    with pytest.raises(ValidationError, match="at least 1 and at most 1000"):
+        Settings(queues=(f"default:{weight}", "b"))
+
+
+def test_weight_bounds_inclusive() -> None:
+    assert parse_queue_spec("a:1000").weight == 1000
+    assert parse_queue_spec("a:1").weight == 1

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from typing import Any
 
 import pytest
 
@@ -49,3 +50,36 @@ def test_every_queue_once_per_order(strict: bool) -> None:
         order = weighted_order(specs, strict, rng)
         assert sorted(order) == ["a", "b", "c", "d"]
         assert len(order) == len(set(order))
+
+
+class NoShuffle(random.Random):
+    """A generator whose shuffle is refused: the order is drawn, never a list shuffled."""
+
+    def shuffle(self, x: Any) -> None:
+        raise AssertionError("weighted_order shuffled a list (one entry per unit of weight?)")
+
+
+def test_large_weights_cost_one_draw_per_queue() -> None:
+    specs = [QueueSpec("a", 1000), QueueSpec("b", 1), QueueSpec("c", 999)]
+    rng = NoShuffle(3)
+    draws = 20_000
+    firsts = Counter(weighted_order(specs, False, rng)[0] for _ in range(draws))
+    for spec in specs:
+        assert abs(firsts[spec.name] / draws - spec.weight / 2000) <= 0.015
+
+
+def _spec_reference(specs: list[QueueSpec], rng: random.Random) -> list[str]:
+    """The SPEC's words: each queue repeated by its weight, shuffled, de-duplicated."""
+    pool = [s.name for s in specs for _ in range(s.weight)]
+    rng.shuffle(pool)
+    return list(dict.fromkeys(pool))
+
+
+def test_whole_order_distributed_as_the_spec_says() -> None:
+    specs = [QueueSpec("a", 3), QueueSpec("b", 2), QueueSpec("c", 1)]
+    draws = 30_000
+    ours = Counter(tuple(weighted_order(specs, False, random.Random(i))) for i in range(draws))
+    spec = Counter(tuple(_spec_reference(specs, random.Random(-i - 1))) for i in range(draws))
+    assert set(ours) == set(spec)
+    for order in spec:
+        assert abs(ours[order] - spec[order]) / draws <= 0.015, order
