@@ -70,6 +70,7 @@ class Client:
         self._batch: dict[str, list[tuple[bytes, asyncio.Future[None]]]] = {}
         self._flush_started = False
         self._flushes: set[asyncio.Task[None]] = set()
+        self._schedule_keys = [self.keys.schedule, self.keys.schedule_wakeup]
 
     async def __aenter__(self) -> Client:
         return self
@@ -114,7 +115,8 @@ class Client:
             return None
         encoded = payload.encode_job(job, args, kwargs)
         if due is not None:
-            await self.redis.zadd(self.keys.schedule, {encoded: due})
+            # One call: the ZADD, and the poller's wake-up if it is due first.
+            await script("schedule").run(self.redis, self._schedule_keys, [due, encoded])
         else:
             await self._push(job["queue"], encoded)
         return str(job["jid"])
