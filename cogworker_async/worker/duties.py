@@ -25,9 +25,10 @@ from cogworker_async.worker.service import run_duty
 RECONCILE_INTERVAL = 5.0
 # The scheduled poller's idle cost stays that of its old fixed-interval poll
 # (4 commands a poll): a look is 3 (TIME, 2 × ZRANGE), the live-process count
-# (2) is refreshed every LIVE_REFRESH_POLLS average polls of this process, and
-# the wake-up listener's BZPOPMIN times out every LISTEN_POLLS of them (at most
-# LISTEN_MAX s: its connection's socket timeout is raised by that much).
+# (2) is read again after LIVE_REFRESH_POLLS average polls of this process
+# (once two reads in a row agreed), and the wake-up listener's BZPOPMIN times
+# out every LISTEN_POLLS of them (at most LISTEN_MAX s: its connection's
+# socket timeout is raised by that much).
 LIVE_REFRESH_POLLS = 4
 LISTEN_POLLS = 4
 LISTEN_MAX = 120.0
@@ -64,13 +65,19 @@ def start_duties(
     poller = ScheduledPoller(redis, keys, logger)
     live = {"count": 1}
     refresh_at = {"live": 0.0}
+    counted = {"last": 0}  # the previous count read (0: none yet)
 
     async def poll() -> None:
         # Each of N processes polls every N × average: the total rate stays flat.
         if time.monotonic() >= refresh_at["live"]:
-            live["count"] = await live_processes(redis, keys)
+            count = await live_processes(redis, keys)
+            # Read again at the next poll until two reads agree (processes
+            # starting together see each other only after their first beats).
+            # (0.5 of an average interval: the shortest draw, so the very next poll.)
+            polls = LIVE_REFRESH_POLLS if count == counted["last"] else 0.5
+            counted["last"] = live["count"] = count
             refresh_at["live"] = time.monotonic() + (
-                LIVE_REFRESH_POLLS * settings.scheduled_poll_interval * live["count"]
+                polls * settings.scheduled_poll_interval * count
             )
         await poller.poll_once()
 

@@ -90,8 +90,12 @@ class ScheduledPoller:
             pipe.zrange(self._keys.schedule, 0, 0, withscores=True)
             pipe.zrange(self._keys.retry, 0, 0, withscores=True)
             sent = time.monotonic()
-            (seconds, micros), first_scheduled, first_retry = await pipe.execute()
+            replies = await pipe.execute(raise_on_error=False)
         received = time.monotonic()
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply  # Redis's own error (WRONGTYPE wakes the key guard), not the pipeline's
+        (seconds, micros), first_scheduled, first_retry = replies
         now = seconds + micros / 1e6
         self._offset = now - (sent + received) / 2
         scores = [float(score) for _, score in (*first_scheduled, *first_retry)]
