@@ -3,7 +3,9 @@
 An idle worker (subprocess, concurrency 50, default settings: a 5 s
 ``scheduled_poll_interval``) listens on one queue. N=200 jobs are enqueued
 one ``client.enqueue`` at a time with ``delay`` spread evenly over
-0.2–``--spread`` s (so most are due while the poller sleeps, not at a poll);
+0.2–``--spread`` s, in a shuffled (fixed) order: most are due while the
+poller sleeps, not at a poll, and each one due sooner than all before it
+must wake the poller through the wake-up marker;
 each job appends ``time.time()`` at its start minus the time it was due
 (``time.time()`` just before its enqueue plus its delay) to the Redis list
 ``<ns>:bench:lat``. Reported: p50, p99 and max in milliseconds.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import random
 import time
 
 import common
@@ -52,9 +55,10 @@ async def run_once(
         try:
             await worker.ready()
             await asyncio.sleep(IDLE_BEFORE)
+            delays = [0.2 + (spread - 0.2) * i / max(1, total - 1) for i in range(total)]
+            random.Random(12).shuffle(delays)
             async with Client(settings) as client:
-                for i in range(total):
-                    delay = 0.2 + (spread - 0.2) * i / max(1, total - 1)
+                for i, delay in enumerate(delays):
                     due = time.time() + delay
                     await client.enqueue(jobs.delayed.options(delay=delay), i, due)
                 await worker.report()
