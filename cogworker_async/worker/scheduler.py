@@ -42,7 +42,7 @@ LISTEN_RETRY = 1.0
 WAKE_SLACK = 0.001
 
 
-def _due(earliest: float | None, now: float) -> bool:
+def _is_due(earliest: float | None, now: float) -> bool:
     return earliest is not None and earliest <= now
 
 
@@ -59,20 +59,22 @@ class ScheduledPoller:
         self._due_at = 0.0
         self._woke_for: float | None = None  # the due time the last wait ended for
         self._changed = anyio.Event()
-        self.looks = 0  # how many looks so far (tests and benchmarks read it)
 
     # --- the duty's pass --------------------------------------------------------
     async def poll_once(self) -> int:
-        """Move everything due now, then plan the next look; returns how many entries moved."""
+        """Move everything due now, then plan the next look.
+
+        Returns how many due entries it dealt with: moved, deferred or buried.
+        """
         woke_for, self._woke_for = self._woke_for, None
         # A wake-up arriving during this pass lands here and is kept.
         self._due = None
         now, earliest = await self._look()
-        moved = 0
-        if _due(earliest, now):
-            moved = await self._move_due(now)
+        handled = 0
+        if _is_due(earliest, now):
+            handled = await self._move_due(now)
             now, earliest = await self._look()
-            if moved == 0 and (woke_for is not None or _due(earliest, now)):
+            if handled == 0 and (woke_for is not None or _is_due(earliest, now)):
                 # Another poller moved them first (leave the next due time
                 # to it, once), or what is due can't move: no spin on it.
                 earliest = None
@@ -80,11 +82,10 @@ class ScheduledPoller:
             earliest = None  # woke for an entry another poller moved: leave the next to it
         if earliest is not None:
             self._note(earliest)
-        return moved
+        return handled
 
     async def _look(self) -> tuple[float, float | None]:
         """Redis's clock now, and when the earliest entry of schedule or retry is due."""
-        self.looks += 1
         async with self._redis.pipeline(transaction=False) as pipe:
             pipe.time()
             pipe.zrange(self._keys.schedule, 0, 0, withscores=True)
@@ -147,20 +148,23 @@ class ScheduledPoller:
 
     # --- moving ---------------------------------------------------------------------
     async def _move_due(self, now: float) -> int:
-        moved = 0
+        handled = 0
         for source in (self._keys.schedule, self._keys.retry):
             for _ in range(MAX_BATCHES_PER_POLL):
                 count, full = await self._move_batch(source, now)
-                moved += count
+                handled += count
                 if not full:
                     break
-        return moved
+        return handled
 
     async def _move_batch(self, source: str, now: float) -> tuple[int, bool]:
+        """Entries due at ``now`` (Redis's clock), oldest first: (how many were moved,
+        deferred or buried, whether the batch was full)."""
         due: list[bytes] = await self._redis.zrangebyscore(  # type: ignore[assignment]
             source, "-inf", now, start=0, num=BATCH
         )
         enqueued_at = time.time()
+        buried = 0
         items: list[Graduation] = []
         for entry in due:
             try:
@@ -170,6 +174,7 @@ class ScheduledPoller:
                 if await commands.bury(
                     self._redis, self._keys, source=source, entry=entry, dead_entry=dead_entry
                 ):
+                    buried += 1
                     self._log.error("unparseable entry of %s buried in dead (%s)", source, exc)
                 continue
             job["enqueued_at"] = enqueued_at
@@ -186,5 +191,6 @@ class ScheduledPoller:
                     queue,
                     DEFER_SECONDS,
                 )
-            return result.moved, len(due) == BATCH
-        return 0, len(due) == BATCH
+            handled = result.moved + len(result.deferred_queues) + buried
+            return handled, len(due) == BATCH
+        return buried, len(due) == BATCH
