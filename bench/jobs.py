@@ -86,6 +86,18 @@ async def latency(i: int) -> None:
     await SINK.redis.rpush(SINK.key, repr(started - created_at))
 
 
+@job(name="bench.delayed")
+async def delayed(i: int, due: float) -> None:
+    """Appends (start - due) in seconds to the sink list: how late a delayed job ran."""
+    started = time.time()
+    if WINDOW.wall is None:
+        WINDOW.mark()
+    WINDOW.calls += 1
+    if SINK.redis is None or SINK.key is None:
+        raise RuntimeError("latency sink not configured (run through bench/_worker_proc.py)")
+    await SINK.redis.rpush(SINK.key, repr(started - due))
+
+
 class RecordFile:
     """Where ``record`` writes: the file named by ``RECORD_ENV``, opened on first use."""
 
@@ -126,4 +138,4 @@ async def hold(i: int, seconds: float) -> None:
     await asyncio.sleep(seconds)
 
 
-ALL = [noop, sleep, latency, record, hold]
+ALL = [noop, sleep, latency, delayed, record, hold]

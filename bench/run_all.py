@@ -1,8 +1,8 @@
 """Every benchmark in one go, against one private Redis: one markdown table.
 
 Runs throughput (noop, weighted, io), latency (one queue, three weighted
-queues), enqueue, the raw-protocol floor (``floor.py``) and multi-process
-throughput (``--processes 2`` against 1,
+queues), delayed-job lateness (``delay_latency.py``), enqueue, the
+raw-protocol floor (``floor.py``) and multi-process throughput (``--processes 2`` against 1,
 always on asyncio: the worker command has no uvloop option), each
 ``--repeat`` times, and prints the medians with all runs. ``make bench`` runs
 ``.venv/bin/python bench/run_all.py --repeat 3`` and then ``bench/soak.py``.
@@ -20,6 +20,7 @@ import os
 import time
 
 import common
+import delay_latency
 import enqueue
 import floor
 import latency
@@ -36,6 +37,7 @@ async def run_all(url: str, *, repeat: int, use_uvloop: bool) -> list[common.Res
         results.append(
             await latency.bench(url, queue_count=queue_count, repeat=repeat, use_uvloop=use_uvloop)
         )
+    results.append(await delay_latency.bench(url, repeat=repeat, use_uvloop=use_uvloop))
     results.extend(await enqueue.bench(url, repeat=repeat))
     results.extend(await floor.bench(url, repeat=repeat))
     results.append(await multiprocess.bench(url, repeat=repeat))

@@ -1,8 +1,9 @@
 """``Client``: enqueue jobs now or later, from anywhere.
 
 A job is pushed with one script call (push, list the queue, wake idle
-workers); ``enqueue_many`` sends one pipeline. Arguments are checked for JSON
-at enqueue, so a bad one is a ``TypeError`` here rather than a failure later.
+workers); ``enqueue_many`` streams its items, one pipeline per chunk of jobs.
+Arguments are checked for JSON at enqueue, so a bad one is a ``TypeError``
+here rather than a failure later.
 
 Enqueued by name, a job declared in this process (its module imported) takes
 its own options (queue, retry, timeout) as if the function had been given; an
@@ -18,28 +19,50 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import AsyncIterable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
-from typing import Any, ParamSpec, TypeVar, overload
+from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
 import orjson
 from redis.asyncio import Redis
 
 from cogworker_async import payload
-from cogworker_async.jobs import BoundJob, JobFunction, JobOptions, check_timing, declared
+from cogworker_async.jobs import (
+    BoundJob,
+    JobArgs,
+    JobFunction,
+    JobOptions,
+    check_timing,
+    declared,
+)
 from cogworker_async.keys import Keys
 from cogworker_async.middleware import ClientMiddleware, run_client_chain
 from cogworker_async.settings import Settings, check_queue_name
 from cogworker_async.store.connection import connect
 from cogworker_async.store.replies import loose_text
-from cogworker_async.store.scripts import script
+from cogworker_async.store.scripts import EncodableArg, script
 
 P = ParamSpec("P")
 R = TypeVar("R")
+F = TypeVar("F", bound=JobFunction[Any, Any])
+F_co = TypeVar("F_co", bound=JobFunction[Any, Any], covariant=True)
+
+
+class _OptionsOf(Protocol[F_co]):
+    """A ``BoundJob`` seen by its job function's type (for ``enqueue_many``'s overload)."""
+
+    @property
+    def function(self) -> F_co: ...
+
 
 Target = JobFunction[Any, Any] | BoundJob[Any, Any] | str
+
+# enqueue_many sends this many jobs per pipeline: its memory is one chunk's,
+# whatever the count, and a pipeline this size still runs at full speed.
+MANY_CHUNK = 10_000
+SCRIPT_ARGS = 1000  # payloads per script call (a bounded argument list)
 
 
 log = logging.getLogger("cogworker_async.client")
@@ -183,6 +206,7 @@ class Client:
         # and when each (name, queue) was last said something about.
         self._live: tuple[float, list[_LiveProcess]] | None = None
         self._told: dict[tuple[str, str], float] = {}
+        self._schedule_keys = [self.keys.schedule, self.keys.schedule_wakeup]
 
     async def __aenter__(self) -> Client:
         return self
@@ -248,7 +272,8 @@ class Client:
             return None
         encoded = payload.encode_job(job)
         if due is not None:
-            await self.redis.zadd(self.keys.schedule, {encoded: due})
+            # One call: the ZADD, and the poller's wake-up if it is due first.
+            await script("schedule").run(self.redis, self._schedule_keys, [due, encoded])
         else:
             await self._push(job["queue"], encoded)
         return job
@@ -367,50 +392,69 @@ class Client:
                     if not future.done():
                         future.set_result(None)
 
+    @overload
     async def enqueue_many(
-        self, target: Target, arg_list: Iterable[Sequence[Any] | Mapping[str, Any]]
+        self,
+        target: F | _OptionsOf[F],
+        items: Iterable[JobArgs[F] | Sequence[Any] | Mapping[str, Any]]
+        | AsyncIterable[JobArgs[F] | Sequence[Any] | Mapping[str, Any]],
+    ) -> list[str]: ...
+
+    @overload
+    async def enqueue_many(
+        self,
+        target: str,
+        items: Iterable[JobArgs[Any] | Sequence[Any] | Mapping[str, Any]]
+        | AsyncIterable[JobArgs[Any] | Sequence[Any] | Mapping[str, Any]],
+    ) -> list[str]: ...
+
+    async def enqueue_many(
+        self,
+        target: Any,  # Target (the overloads say which); _resolve refuses anything else
+        items: Iterable[Any] | AsyncIterable[Any],
     ) -> list[str]:
-        """Enqueue one job per item (a tuple of args or a dict of kwargs) in one pipeline."""
-        now = time.time()
-        by_queue: dict[str, list[bytes]] = defaultdict(list)
-        scheduled: dict[bytes, float] = {}
-        jids: list[str] = []
-        # Without middleware every job has the same name, options and due
-        # time: resolved once, and each job costs a dict and one encode.
+        """Enqueue one job per item; returns their jids (middleware's drops left out).
+
+        An item is ``job.args(...)`` (checked by mypy against the job's
+        signature), a tuple of args or a dict of kwargs. ``items`` may be any
+        iterable or async iterable, read as it goes: jobs are sent in chunks of
+        ``MANY_CHUNK`` (one pipeline each), so memory stays that of one chunk
+        (plus the jids) however many there are. An error (a bad argument, Redis)
+        raises with the jobs of the chunks before it already enqueued; its note
+        says how many.
+        """
         by_name = isinstance(target, str)
         known_here = False
         if isinstance(target, str):
             target, known_here = named(target)
-        name, options = _resolve(target)
-        check_queue_name(options.queue)
-        extra = {"retry": options.retry, "timeout": options.timeout}
-        common_due = _due(options, now)
-        fresh_jids = payload.jid_source()
-        for item in arg_list:
-            # A tuple first: isinstance against the Mapping ABC is slow.
-            if not isinstance(item, tuple) and isinstance(item, Mapping):
-                args: Sequence[Any] = ()
-                kwargs: Mapping[str, Any] = item
+        batch = _ManyBatch(self, target)
+        try:
+            if isinstance(items, AsyncIterable):
+                async for item in items:
+                    await batch.add(item)
             else:
-                args, kwargs = item, {}
-            if self.middleware:
-                job, due = await self._build(target, args, kwargs, now)
-                if job is None:
-                    continue
-            else:
-                job = payload.build(
-                    name, args, kwargs, options.queue, now=now, jid=next(fresh_jids), extra=extra
+                for item in items:
+                    await batch.add(item)
+            await batch.send()
+        except Exception as exc:
+            if batch.sent:
+                exc.add_note(
+                    f"enqueue_many: the first {batch.sent} jobs were enqueued before this error"
                 )
-                due = common_due
-            one = payload.encode_job(job)
-            if due is not None:
-                scheduled[one] = due
-            else:
-                by_queue[job["queue"]].append(one)
-            jids.append(str(job["jid"]))
-        if not jids:
-            return jids
+            raise
+        if by_name and batch.jids:
+            # Said once for the batch, of the queue it went to.
+            warnings, served = await self._ask_live(batch.name, batch.options.queue)
+            done = EnqueuedByName(None, batch.options.queue, known_here, tuple(warnings), served)
+            self._tell(batch.name, f"{len(batch.jids)} jobs", done)
+        return batch.jids
+
+    async def _send_many(
+        self, by_queue: dict[str, list[bytes]], scheduled: list[EncodableArg]
+    ) -> None:
+        """One pipeline for one chunk of ``enqueue_many``."""
         enqueue = script("enqueue")
+        schedule = script("schedule")
         async with self.redis.pipeline(transaction=False) as pipe:
             # SCRIPT LOAD first makes the EVALSHAs behind it safe even right
             # after a SCRIPT FLUSH or a restart: no NOSCRIPT to recover from.
@@ -418,16 +462,94 @@ class Client:
             for queue, encoded in by_queue.items():
                 keys = [self.keys.queue(queue), self.keys.queues, self.keys.wakeup(queue)]
                 # Chunks keep each script call's argument list reasonable.
-                for start in range(0, len(encoded), 1000):
-                    chunk = encoded[start : start + 1000]
+                for start in range(0, len(encoded), SCRIPT_ARGS):
+                    chunk = encoded[start : start + SCRIPT_ARGS]
                     pipe.evalsha(enqueue.sha, len(keys), *keys, queue, *chunk)
             if scheduled:
-                pipe.zadd(self.keys.schedule, scheduled)
+                pipe.script_load(schedule.text)
+                for start in range(0, len(scheduled), 2 * SCRIPT_ARGS):
+                    pairs = scheduled[start : start + 2 * SCRIPT_ARGS]
+                    pipe.evalsha(schedule.sha, 2, *self._schedule_keys, *pairs)
             await pipe.execute()
-        if by_name:
-            # Said once for the batch, of the queue most of it went to.
-            queue = max(by_queue, key=lambda q: len(by_queue[q])) if by_queue else options.queue
-            warnings, served = await self._ask_live(name, queue)
-            done = EnqueuedByName(None, queue, known_here, tuple(warnings), served)
-            self._tell(name, f"{len(jids)} jobs", done)
-        return jids
+
+
+class _ManyBatch:
+    """``enqueue_many``'s jobs being built: one chunk at a time, sent when full."""
+
+    __slots__ = (
+        "by_queue",
+        "client",
+        "due",
+        "extra",
+        "fresh_jids",
+        "jids",
+        "name",
+        "now",
+        "options",
+        "pending",
+        "scheduled",
+        "sent",
+        "target",
+    )
+
+    def __init__(self, client: Client, target: Target) -> None:
+        self.client = client
+        self.target = target
+        self.now = time.time()
+        # Without middleware every job has the same name, options and due
+        # time: resolved once, and each job costs a dict and one encode.
+        self.name, self.options = _resolve(target)
+        check_queue_name(self.options.queue)
+        self.extra = {"retry": self.options.retry, "timeout": self.options.timeout}
+        self.due = _due(self.options, self.now)
+        self.fresh_jids = payload.jid_source()
+        self.jids: list[str] = []
+        self.by_queue: dict[str, list[bytes]] = defaultdict(list)
+        self.scheduled: list[EncodableArg] = []  # score, payload, score, payload, ...
+        self.pending = 0  # jobs built, not yet sent
+        self.sent = 0
+
+    async def add(self, item: Any) -> None:
+        # A tuple first: isinstance against the Mapping ABC is slow.
+        if isinstance(item, tuple):
+            args: Sequence[Any] = item
+            kwargs: Mapping[str, Any] = {}
+        elif isinstance(item, JobArgs):
+            args, kwargs = item.args, item.kwargs
+        elif isinstance(item, Mapping):
+            args, kwargs = (), item
+        else:
+            args, kwargs = item, {}
+        if self.client.middleware:
+            job, due = await self.client._build(self.target, args, kwargs, self.now)
+            if job is None:
+                return
+        else:
+            job = payload.build(
+                self.name,
+                args,
+                kwargs,
+                self.options.queue,
+                now=self.now,
+                jid=next(self.fresh_jids),
+                extra=self.extra,
+            )
+            due = self.due
+        one = payload.encode_job(job)
+        if due is not None:
+            self.scheduled.append(due)
+            self.scheduled.append(one)
+        else:
+            self.by_queue[job["queue"]].append(one)
+        self.jids.append(str(job["jid"]))
+        self.pending += 1
+        if self.pending >= MANY_CHUNK:
+            await self.send()
+
+    async def send(self) -> None:
+        if not self.pending:
+            return
+        by_queue, scheduled, count = self.by_queue, self.scheduled, self.pending
+        self.by_queue, self.scheduled, self.pending = defaultdict(list), [], 0
+        await self.client._send_many(by_queue, scheduled)
+        self.sent += count

@@ -64,6 +64,23 @@ class JobOptions:
     at: datetime | float | None = None
 
 
+F = TypeVar("F", bound="JobFunction[Any, Any]")
+
+
+@dataclass(frozen=True, slots=True)
+class JobArgs(Generic[F]):
+    """The arguments of one job for ``Client.enqueue_many``, checked by mypy against the
+    job's signature: ``send_email.args("a@b.c", "hi")``.
+
+    Typed by the job function itself (not its ParamSpec): mypy would join two
+    jobs' parameter lists into one that fits both, where an invariant job
+    type makes ``enqueue_many(send_email, [resize.args(...)])`` an error.
+    """
+
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
 class JobFunction(Generic[P, R]):
     """A registered handler: call it directly, or enqueue it with ``Client.enqueue``."""
 
@@ -87,6 +104,10 @@ class JobFunction(Generic[P, R]):
 
     def __repr__(self) -> str:
         return f"<job {self.name!r} queue={self.defaults.queue!r}>"
+
+    def args(self, *args: P.args, **kwargs: P.kwargs) -> JobArgs[JobFunction[P, R]]:
+        """One job's arguments for ``Client.enqueue_many``, type-checked like a call."""
+        return JobArgs(args, kwargs)
 
     def options(
         self,
@@ -124,6 +145,10 @@ class BoundJob(Generic[P, R]):
     @property
     def name(self) -> str:
         return self.function.name
+
+    def args(self, *args: P.args, **kwargs: P.kwargs) -> JobArgs[JobFunction[P, R]]:
+        """One job's arguments for ``Client.enqueue_many``, type-checked like a call."""
+        return JobArgs(args, kwargs)
 
 
 @overload

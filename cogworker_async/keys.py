@@ -45,6 +45,17 @@ class Keys:
         return f"{self.ns}:schedule"
 
     @property
+    def schedule_wakeup(self) -> str:
+        """The scheduled poller's wake-up marker: a sorted set holding one member, scored
+        with the earliest due time a producer left there (``ZADD LT``).
+
+        Producers touch it only when their entry is the earliest of its set;
+        pollers block on it (BZPOPMIN). Not ``wakeup:<name>``: a queue may be
+        called "schedule".
+        """
+        return f"{self.ns}:schedule:wakeup"
+
+    @property
     def retry(self) -> str:
         return f"{self.ns}:retry"
 

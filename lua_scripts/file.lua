@@ -6,6 +6,8 @@
 -- KEYS[3] = the job's orphan counter
 -- KEYS[4] = stats:processed, KEYS[5] = stats:failed
 -- KEYS[6] = stats:processed:<today>, KEYS[7] = stats:failed:<today>
+-- KEYS[8] = the scheduled poller's wake-up marker (touched when a retry entry
+--           is the earliest of the retry set, so the retry runs on time)
 -- ARGV[1] = the job exactly as fetched
 -- ARGV[2] = score (epoch s: when to retry, or when it failed)
 -- ARGV[3] = the entry to file ("" = discard: `retry: False`)
@@ -16,6 +18,8 @@
 -- requeued it while it ran here: it will run again, so it is not filed).
 -- Written before removed: a script stopped halfway keeps the job somewhere.
 
+--- @include wake_poller
+
 if not redis.call("LPOS", KEYS[1], ARGV[1]) then
   return 0
 end
@@ -24,6 +28,8 @@ if ARGV[3] ~= "" then
   if ARGV[4] == "1" then
     redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", "(" .. ARGV[6])
     redis.call("ZREMRANGEBYRANK", KEYS[2], 0, -(tonumber(ARGV[5]) + 1))
+  else
+    wake_poller(KEYS[2], KEYS[8], tonumber(ARGV[2]))
   end
 end
 redis.call("LREM", KEYS[1], -1, ARGV[1])

@@ -137,6 +137,7 @@ async def file(
         keys.stats_failed,
         keys.stats_processed_on(day),
         keys.stats_failed_on(day),
+        keys.schedule_wakeup,
     ]
     args: list[EncodableArg] = [
         filing.raw,

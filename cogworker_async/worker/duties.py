@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+import time
 from collections.abc import Awaitable, Callable
 
 import anyio
@@ -12,7 +13,7 @@ from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
-from cogworker_async.store.connection import drop_idle_connections
+from cogworker_async.store.connection import connect, drop_idle_connections
 from cogworker_async.store.replies import text
 from cogworker_async.timing import jittered, scaled_poll_interval
 from cogworker_async.worker.keyguard import KeyGuard
@@ -22,6 +23,15 @@ from cogworker_async.worker.scheduler import ScheduledPoller
 from cogworker_async.worker.service import run_duty
 
 RECONCILE_INTERVAL = 5.0
+# The scheduled poller's idle cost stays that of its old fixed-interval poll
+# (4 commands a poll): a look is 3 (TIME, 2 × ZRANGE), the live-process count
+# (2) is read again after LIVE_REFRESH_POLLS average polls of this process
+# (once two reads in a row agreed), and the wake-up listener's BZPOPMIN times
+# out every LISTEN_POLLS of them (at most LISTEN_MAX s: its connection's
+# socket timeout is raised by that much).
+LIVE_REFRESH_POLLS = 4
+LISTEN_POLLS = 4
+LISTEN_MAX = 120.0
 
 
 async def live_processes(redis: Redis, keys: Keys) -> int:
@@ -54,11 +64,40 @@ def start_duties(
     key guard; a WRONGTYPE reply to any of them wakes the key guard at once."""
     poller = ScheduledPoller(redis, keys, logger)
     live = {"count": 1}
+    refresh_at = {"live": 0.0}
+    counted = {"last": 0}  # the previous count read (0: none yet)
 
     async def poll() -> None:
         # Each of N processes polls every N × average: the total rate stays flat.
-        live["count"] = await live_processes(redis, keys)
+        if time.monotonic() >= refresh_at["live"]:
+            count = await live_processes(redis, keys)
+            # Read again at the next poll until two reads agree (processes
+            # starting together see each other only after their first beats).
+            # (0.5 of an average interval: the shortest draw, so the very next poll.)
+            polls = LIVE_REFRESH_POLLS if count == counted["last"] else 0.5
+            counted["last"] = live["count"] = count
+            refresh_at["live"] = time.monotonic() + (
+                polls * settings.scheduled_poll_interval * count
+            )
         await poller.poll_once()
+
+    async def listen() -> None:
+        longer = settings.socket_timeout + LISTEN_MAX
+        blocking = connect(
+            settings.model_copy(update={"socket_timeout": longer}), max_connections=1
+        )
+        try:
+            await poller.listen(
+                blocking,
+                lambda: min(
+                    LISTEN_MAX, LISTEN_POLLS * settings.scheduled_poll_interval * live["count"]
+                ),
+                rng,
+                on_wrong_type=None if key_guard is None else key_guard.request_check,
+            )
+        finally:
+            with anyio.CancelScope(shield=True):
+                await blocking.aclose()
 
     def start(
         name: str,
@@ -87,7 +126,9 @@ def start_duties(
         poll,
         lambda: scaled_poll_interval(settings.scheduled_poll_interval, live["count"], rng),
         first_delay=rng.random() * min(1.0, settings.scheduled_poll_interval),
+        sleep=poller.wait,
     )
+    group.start_soon(listen, name="Scheduled poller wake-up")
     if recovery is not None:
         start(
             "Orphan recovery",

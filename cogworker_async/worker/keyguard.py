@@ -120,7 +120,7 @@ class KeyGuard:
             expected[k.wakeup(name)] = "zset"
         for key in (k.queues, k.paused, k.processes, k.in_progress_identities):
             expected[key] = "set"
-        for key in (k.schedule, k.retry, k.dead, k.live_queues):
+        for key in (k.schedule, k.retry, k.dead, k.live_queues, k.schedule_wakeup):
             expected[key] = "zset"
         for key in (k.in_progress(self._identity), k.unsettled, k.repeat_orphans):
             expected[key] = "list"

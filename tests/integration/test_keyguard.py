@@ -172,7 +172,7 @@ async def _populate_correctly(redis: Redis, keys: Keys) -> None:
     await redis.sadd(keys.paused, "q")
     await redis.sadd(keys.processes, ME)
     await redis.sadd(keys.in_progress_identities, ME)
-    for zset in (keys.schedule, keys.retry, keys.dead, keys.live_queues):
+    for zset in (keys.schedule, keys.retry, keys.dead, keys.live_queues, keys.schedule_wakeup):
         await redis.zadd(zset, {"entry": 1.0})
     for lst in (keys.in_progress(ME), keys.unsettled, keys.repeat_orphans):
         await redis.rpush(lst, b'{"jid":"2"}')
