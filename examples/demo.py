@@ -66,6 +66,15 @@ async def run(settings: Settings) -> int:
                 f"enqueued {total} jobs ({EMAILS} emails, {THUMBNAILS} thumbnails, "
                 "1 failing, 1 scheduled in 3 s)"
             )
+            # The bulk part (emails and thumbnails) is timed on its own: the
+            # whole run also waits for the job scheduled 3 s ahead, by design.
+            bulk = EMAILS + THUMBNAILS
+            bulk_took = None
+            while bulk_took is None and time.perf_counter() - started < 30:
+                processed = int(await client.redis.get(keys.stats_processed) or 0)
+                if processed >= bulk:
+                    bulk_took = time.perf_counter() - started
+                await asyncio.sleep(0.01)
             deadline = time.monotonic() + 50
             while time.monotonic() < deadline:
                 stats = await api.stats(client.redis, keys)
@@ -87,8 +96,12 @@ async def run(settings: Settings) -> int:
     print("\nsummary")
     print(f"  processed  {stats.processed}")
     print(f"  failed     {stats.failed} (in dead: {len(dead)})")
-    rate = stats.processed / took
-    print(f"  took       {took:.2f} s, {rate:,.0f} jobs/s (including the scheduled job's wait)")
+    if bulk_took is not None:
+        print(
+            f"  bulk       {bulk:,} jobs (emails, thumbnails) in {bulk_took:.2f} s from the first "
+            f"enqueue: {bulk / bulk_took:,.0f} jobs/s (50 processors, 5 ms emails)"
+        )
+    print(f"  all done   {took:.2f} s (the scheduled job waits 3 s by design)")
     print(f"  worker exited with {code}")
     ok = stats.processed >= total and code == 0
     print("demo finished" if ok else "demo did NOT finish cleanly")
