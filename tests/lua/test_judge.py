@@ -91,21 +91,22 @@ async def test_first_beat_starts_a_run_and_later_beats_extend_it(redis: Redis, k
     assert await since(redis, keys, ME) == pytest.approx(first, abs=1e-6)
 
 
-async def test_a_gap_longer_than_the_ttl_starts_the_run_again(redis: Redis, keys: Keys) -> None:
-    """What an outage, an old snapshot or refused writes look like from Redis."""
+@pytest.mark.parametrize(
+    ("case", "previous_ago"),
+    [
+        # What an outage, an old snapshot or refused writes look like from Redis.
+        ("a gap longer than the ttl", TTL + 1),
+        ("a clock that went back", -100.0),
+    ],
+)
+async def test_a_break_starts_the_run_again(
+    redis: Redis, keys: Keys, case: str, previous_ago: float
+) -> None:
     now = await redis_now(redis)
-    await redis.hset(keys.last_beat, ME, f"{now - TTL - 1:.6f}")
+    await redis.hset(keys.last_beat, ME, f"{now - previous_ago:.6f}")
     await redis.hset(keys.beating_since, ME, f"{now - 5000:.6f}")
     stamp = await beat(redis, keys, ME)
-    assert await since(redis, keys, ME) == pytest.approx(stamp, abs=1e-6)
-
-
-async def test_a_clock_that_went_back_starts_the_run_again(redis: Redis, keys: Keys) -> None:
-    now = await redis_now(redis)
-    await redis.hset(keys.last_beat, ME, f"{now + 100:.6f}")
-    await redis.hset(keys.beating_since, ME, f"{now - 5000:.6f}")
-    stamp = await beat(redis, keys, ME)
-    assert await since(redis, keys, ME) == pytest.approx(stamp, abs=1e-6)
+    assert await since(redis, keys, ME) == pytest.approx(stamp, abs=1e-6), case
 
 
 async def test_a_corrupt_run_start_starts_the_run_again(redis: Redis, keys: Keys) -> None:
