@@ -7,7 +7,8 @@ else a handler raises, any ``BaseException`` (``SystemExit``,
 failure, filed by its retry option: no handler can end the worker.
 
 A plain ``def`` runs in a thread (``threads.py``: never abandoned on a timeout,
-waited for or left running at shutdown).
+waited for or left running at shutdown); a job recovered from a dead process
+more than once runs alone (``suspects.py``).
 """
 
 from __future__ import annotations
@@ -29,16 +30,8 @@ from cogworker_async.jobs import JobFunction, JobRegistry
 from cogworker_async.middleware import Next, ServerMiddleware, wrap_server_chain
 from cogworker_async.worker.fetcher import Fetcher
 from cogworker_async.worker.settlement import Settler
+from cogworker_async.worker.suspects import SUSPECT_PREFIX, Suspects
 from cogworker_async.worker.threads import HandlerThreads, cancelled_by_us
-
-# requeue.lua marks a job it recovers from a dead process with this prefix once
-# it has been orphaned before (a mark counts only beside its orphan counter).
-SUSPECT_PREFIX = b'{"suspect":'
-# How long a suspect waits for the process to have nothing else of its own
-# before it is given back to the front of its queue (and suspects declined for
-# as long): a process busy with long jobs is never drained for it, and never
-# left idle for long. Another process, or this one later, takes it.
-RUN_ALONE_WAIT = 10.0
 
 
 class RunningJob:
@@ -79,14 +72,18 @@ class Processors:
         self.claimed: dict[int, bytes] = {}
         # Sync handlers' threads, and the shutdown's hold on them.
         self._threads = HandlerThreads(concurrency=concurrency, logger=logger)
-        self._concurrency = concurrency
-        self._alone_wait = RUN_ALONE_WAIT if alone_wait is None else alone_wait
-        self._suspect_lock = asyncio.Lock()
-        self._suspects = 0  # suspects taken by a processor and not yet settled
-        self._no_suspect_running = asyncio.Event()
-        self._no_suspect_running.set()
-        self._quiet = asyncio.Event()
-        self._quiet.set()
+        self._suspects = Suspects(
+            fetcher,
+            settler,
+            self.running,
+            self.process,
+            concurrency=concurrency,
+            logger=logger,
+            alone_wait=alone_wait,
+        )
+        # Read on every job: kept here, one attribute away.
+        self._no_suspect_running = self._suspects.none_running
+        self._quiet = self._suspects.quiet
         # Jobs whose thread was left running: kept on the list by the shutdown.
         self.left_running = self._threads.left_running
 
@@ -123,82 +120,14 @@ class Processors:
             # never judged a stray (see Reconciler).
             claimed[slot] = raw
             try:
-                if raw.startswith(SUSPECT_PREFIX) and await self._is_suspect(raw):
-                    await self._process_alone(slot, raw)
+                if raw.startswith(SUSPECT_PREFIX) and await self._suspects.is_suspect(raw):
+                    await self._suspects.run_alone(slot, raw)
                     continue
                 if not self._no_suspect_running.is_set():
                     await self._no_suspect_running.wait()
                 await self.process(slot, raw)
             finally:
                 del claimed[slot]
-
-    async def _is_suspect(self, raw: bytes) -> bool:
-        """Whether a marked job is a suspect indeed; nothing is fetched while we ask."""
-        self._fetcher.isolate(True)
-        try:
-            return await self._fetcher.is_suspect(raw)
-        finally:
-            # A suspect is isolated again before anything else runs (no await
-            # in between, see _process_alone): the lanes see no gap.
-            self._fetcher.isolate(False)
-
-    async def _process_alone(self, slot: int, raw: bytes) -> None:
-        """Run a job recovered from a dead process with nothing else of ours on the list.
-
-        If it is what killed that process, it kills only itself this time, and
-        only its own orphan count grows: innocent neighbours are never buried
-        as ``ProcessDied`` for sharing a process with it. That includes other
-        suspects: one that arrives while another is ours goes back to its
-        queue (it runs next, here or elsewhere) rather than wait on our list.
-
-        The wait is bounded (``alone_wait``): a process still busy then gives
-        it back to the front of its queue, declines suspects as long, and goes
-        on with its other work.
-        """
-        if self._suspects and await self._fetcher.give_back(raw):
-            return
-        self._suspects += 1
-        self._fetcher.isolate(True)
-        try:
-            async with self._suspect_lock:
-                if self._concurrency == 1:
-                    await self._fetcher.give_back_held()  # no other processor to run them
-                # Nothing else running, nothing on its way here, no finished
-                # job still on the list (its ack or filing not landed), and
-                # (when another processor can run them) nothing fetched
-                # waiting to run: all would be orphaned with it if it crashed us.
-                deadline = time.monotonic() + self._alone_wait
-                while (
-                    self.running
-                    or self._fetcher.fetching
-                    or self._fetcher.acks_out
-                    or self._settler.pending
-                    or (self._concurrency > 1 and self._fetcher.held)
-                ):
-                    # Only jobs still running make it give up: the rest (a
-                    # blocking wait, acks, filings) clear by themselves soon.
-                    if self.running and time.monotonic() >= deadline:
-                        if await self._fetcher.give_back(raw):
-                            self._fetcher.decline_suspects(self._alone_wait)
-                            self._log.info(
-                                "suspect given back to its queue: this process was not "
-                                "free to run it alone within %.1f s: %.200r",
-                                self._alone_wait,
-                                raw,
-                            )
-                            return
-                        deadline = float("inf")  # its queue refused it: still ours, run it
-                    self._quiet.clear()
-                    with anyio.move_on_after(0.05):
-                        await self._quiet.wait()
-                self._no_suspect_running.clear()
-                try:
-                    await self.process(slot, raw)
-                finally:
-                    self._no_suspect_running.set()
-        finally:
-            self._suspects -= 1
-            self._fetcher.isolate(False)
 
     async def process(self, slot: int, raw: bytes) -> None:
         try:
