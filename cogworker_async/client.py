@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import defaultdict
 from collections.abc import AsyncIterable, Iterable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
@@ -24,6 +23,7 @@ from redis.asyncio import Redis
 
 from cogworker_async import payload
 from cogworker_async.by_name import EnqueuedByName, LiveCheck, named
+from cogworker_async.enqueue_many import ManyBatch
 from cogworker_async.jobs import (
     BoundJob,
     JobArgs,
@@ -35,7 +35,7 @@ from cogworker_async.keys import Keys
 from cogworker_async.middleware import ClientMiddleware, run_client_chain
 from cogworker_async.settings import Settings, check_queue_name
 from cogworker_async.store.connection import connect
-from cogworker_async.store.scripts import EncodableArg, script
+from cogworker_async.store.scripts import script
 
 # EnqueuedByName (what enqueue_by_name returns) is part of this module's API.
 __all__ = ["Client", "EnqueuedByName"]
@@ -54,11 +54,6 @@ class _OptionsOf(Protocol[F_co]):
 
 
 Target = JobFunction[Any, Any] | BoundJob[Any, Any] | str
-
-# enqueue_many sends this many jobs per pipeline: its memory is one chunk's,
-# whatever the count, and a pipeline this size still runs at full speed.
-MANY_CHUNK = 10_000
-SCRIPT_ARGS = 1000  # payloads per script call (a bounded argument list)
 
 
 def _resolve(target: Target) -> tuple[str, JobOptions]:
@@ -276,7 +271,10 @@ class Client:
         known_here = False
         if isinstance(target, str):
             target, known_here = named(target)
-        batch = _ManyBatch(self, target)
+        now = time.time()
+        name, options = _resolve(target)
+        check_queue_name(options.queue)
+        batch = ManyBatch(self, target, name=name, options=options, due=_due(options, now), now=now)
         try:
             if isinstance(items, AsyncIterable):
                 async for item in items:
@@ -297,108 +295,3 @@ class Client:
             done = EnqueuedByName(None, batch.options.queue, known_here, tuple(warnings), served)
             self._live.tell(batch.name, f"{len(batch.jids)} jobs", done)
         return batch.jids
-
-    async def _send_many(
-        self, by_queue: dict[str, list[bytes]], scheduled: list[EncodableArg]
-    ) -> None:
-        """One pipeline for one chunk of ``enqueue_many``."""
-        enqueue = script("enqueue")
-        schedule = script("schedule")
-        async with self.redis.pipeline(transaction=False) as pipe:
-            # SCRIPT LOAD first makes the EVALSHAs behind it safe even right
-            # after a SCRIPT FLUSH or a restart: no NOSCRIPT to recover from.
-            pipe.script_load(enqueue.text)
-            for queue, encoded in by_queue.items():
-                keys = [self.keys.queue(queue), self.keys.queues, self.keys.wakeup(queue)]
-                # Chunks keep each script call's argument list reasonable.
-                for start in range(0, len(encoded), SCRIPT_ARGS):
-                    chunk = encoded[start : start + SCRIPT_ARGS]
-                    pipe.evalsha(enqueue.sha, len(keys), *keys, queue, *chunk)
-            if scheduled:
-                pipe.script_load(schedule.text)
-                for start in range(0, len(scheduled), 2 * SCRIPT_ARGS):
-                    pairs = scheduled[start : start + 2 * SCRIPT_ARGS]
-                    pipe.evalsha(schedule.sha, 2, *self._schedule_keys, *pairs)
-            await pipe.execute()
-
-
-class _ManyBatch:
-    """``enqueue_many``'s jobs being built: one chunk at a time, sent when full."""
-
-    __slots__ = (
-        "by_queue",
-        "client",
-        "due",
-        "extra",
-        "fresh_jids",
-        "jids",
-        "name",
-        "now",
-        "options",
-        "pending",
-        "scheduled",
-        "sent",
-        "target",
-    )
-
-    def __init__(self, client: Client, target: Target) -> None:
-        self.client = client
-        self.target = target
-        self.now = time.time()
-        # Without middleware every job has the same name, options and due
-        # time: resolved once, and each job costs a dict and one encode.
-        self.name, self.options = _resolve(target)
-        check_queue_name(self.options.queue)
-        self.extra = {"retry": self.options.retry, "timeout": self.options.timeout}
-        self.due = _due(self.options, self.now)
-        self.fresh_jids = payload.jid_source()
-        self.jids: list[str] = []
-        self.by_queue: dict[str, list[bytes]] = defaultdict(list)
-        self.scheduled: list[EncodableArg] = []  # score, payload, score, payload, ...
-        self.pending = 0  # jobs built, not yet sent
-        self.sent = 0
-
-    async def add(self, item: Any) -> None:
-        # A tuple first: isinstance against the Mapping ABC is slow.
-        if isinstance(item, tuple):
-            args: Sequence[Any] = item
-            kwargs: Mapping[str, Any] = {}
-        elif isinstance(item, JobArgs):
-            args, kwargs = item.args, item.kwargs
-        elif isinstance(item, Mapping):
-            args, kwargs = (), item
-        else:
-            args, kwargs = item, {}
-        if self.client.middleware:
-            job, due = await self.client._build(self.target, args, kwargs, self.now)
-            if job is None:
-                return
-        else:
-            job = payload.build(
-                self.name,
-                args,
-                kwargs,
-                self.options.queue,
-                now=self.now,
-                jid=next(self.fresh_jids),
-                extra=self.extra,
-            )
-            due = self.due
-        one = payload.encode_job(job)
-        if due is not None:
-            self.scheduled.append(due)
-            self.scheduled.append(one)
-        else:
-            self.by_queue[job["queue"]].append(one)
-        self.jids.append(str(job["jid"]))
-        self.pending += 1
-        if self.pending >= MANY_CHUNK:
-            await self.send()
-
-    async def send(self) -> None:
-        if not self.pending:
-            return
-        by_queue, scheduled, count = self.by_queue, self.scheduled, self.pending
-        self.by_queue, self.scheduled, self.pending = defaultdict(list), [], 0
-        await self.client._send_many(by_queue, scheduled)
-        self.sent += count
