@@ -5,44 +5,40 @@ workers); ``enqueue_many`` streams its items, one pipeline per chunk of jobs.
 Arguments are checked for JSON at enqueue, so a bad one is a ``TypeError``
 here rather than a failure later.
 
-Enqueued by name, a job declared in this process (its module imported) takes
-its own options (queue, retry, timeout) as if the function had been given; an
-unknown name goes to the given queue, else ``default``, and the client says
-so. By name only (never on the function path), the client also looks at the
-live processes' presence (cached for a heartbeat interval) and warns when
-none reads that queue or none of those that do knows the name.
+Enqueued by name (``by_name.py``), a job declared in this process takes its
+own options; an unknown name goes to the given queue, else ``default``, and
+the client says so, and what the live processes suggest is wrong.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
-from collections import defaultdict
 from collections.abc import AsyncIterable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
 from typing import Any, ParamSpec, Protocol, TypeVar, overload
 
-import orjson
 from redis.asyncio import Redis
 
 from cogworker_async import payload
+from cogworker_async.by_name import EnqueuedByName, LiveCheck, named
+from cogworker_async.enqueue_many import ManyBatch
 from cogworker_async.jobs import (
     BoundJob,
     JobArgs,
     JobFunction,
     JobOptions,
     check_timing,
-    declared,
 )
 from cogworker_async.keys import Keys
 from cogworker_async.middleware import ClientMiddleware, run_client_chain
 from cogworker_async.settings import Settings, check_queue_name
 from cogworker_async.store.connection import connect
-from cogworker_async.store.replies import loose_text
-from cogworker_async.store.scripts import EncodableArg, script
+from cogworker_async.store.scripts import script
+
+# EnqueuedByName (what enqueue_by_name returns) is part of this module's API.
+__all__ = ["Client", "EnqueuedByName"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -59,39 +55,6 @@ class _OptionsOf(Protocol[F_co]):
 
 Target = JobFunction[Any, Any] | BoundJob[Any, Any] | str
 
-# enqueue_many sends this many jobs per pipeline: its memory is one chunk's,
-# whatever the count, and a pipeline this size still runs at full speed.
-MANY_CHUNK = 10_000
-SCRIPT_ARGS = 1000  # payloads per script call (a bounded argument list)
-
-
-log = logging.getLogger("cogworker_async.client")
-
-# How long a "said so" about one (name, queue) keeps the client from saying it
-# again: a loop enqueueing by name logs once a minute, not once a job.
-TELL_AGAIN_AFTER = 60.0
-
-
-def _no_handler_here(*args: Any, **kwargs: Any) -> None:
-    raise RuntimeError("a job known here by name only has no handler in this process")
-
-
-def named(
-    name: str, *, queue: str | None = None, delay: float | None = None
-) -> tuple[BoundJob[Any, Any], bool]:
-    """The job to enqueue by ``name``, and whether a ``@job`` of that name is declared here.
-
-    A declared job brings its own options (queue, retry, timeout); ``queue``
-    and ``delay`` given here override them. An unknown name gets ``queue``,
-    else ``default``, and no options: the worker's registered job supplies
-    them when it runs.
-    """
-    if not name:
-        raise ValueError("job name must not be empty")
-    known = declared(name)
-    function = known if known is not None else JobFunction(_no_handler_here, name, JobOptions())
-    return function.options(queue=queue, delay=delay), known is not None
-
 
 def _resolve(target: Target) -> tuple[str, JobOptions]:
     if isinstance(target, BoundJob):
@@ -101,76 +64,6 @@ def _resolve(target: Target) -> tuple[str, JobOptions]:
     if isinstance(target, str):
         return target, named(target)[0].options
     raise TypeError(f"expected a @job function, its .options(...) or a job name, got {target!r}")
-
-
-@dataclass(frozen=True, slots=True)
-class EnqueuedByName:
-    """What ``Client.enqueue_by_name`` did: the jid (None if middleware dropped
-    the job), the queue it went to, whether the name is declared in this
-    process (its options were used), and what the live processes suggest is
-    wrong (empty when a live process reading that queue knows the name, or
-    when they could not be asked)."""
-
-    jid: str | None
-    queue: str
-    known_here: bool
-    warnings: tuple[str, ...]
-    served: bool  # a live process reading that queue says it knows the name
-
-    def describe(self, name: str, what: str | None = None) -> str:
-        """One line saying where the job (or ``what``) went, and that the name is unknown here."""
-        line = f"enqueued {what or self.jid} on queue {self.queue}"
-        if not self.known_here:
-            line += f" (no job named {name} is known here)"
-        return line
-
-
-@dataclass(frozen=True, slots=True)
-class _LiveProcess:
-    queues: frozenset[str]
-    jobs: frozenset[str] | None  # None: it does not say (an older version)
-
-
-def _live_process(presence: object) -> _LiveProcess | None:
-    if not isinstance(presence, bytes | str):
-        return None
-    try:
-        info = orjson.loads(presence)
-    except orjson.JSONDecodeError:
-        return None
-    if not isinstance(info, dict):
-        return None
-    queues = info.get("queues")
-    jobs = info.get("jobs")
-    return _LiveProcess(
-        frozenset(q for q in queues if isinstance(q, str))
-        if isinstance(queues, list)
-        else frozenset(),
-        frozenset(j for j in jobs if isinstance(j, str)) if isinstance(jobs, list) else None,
-    )
-
-
-def _live_problems(processes: list[_LiveProcess], name: str, queue: str) -> tuple[list[str], bool]:
-    """What the live processes say about running ``name`` from ``queue``: (warnings, served)."""
-    if not processes:
-        return [
-            f"no live process is running: the job waits on queue {queue!r} until one reads it"
-        ], False
-    readers = [p for p in processes if queue in p.queues]
-    if not readers:
-        read = sorted(set().union(*(p.queues for p in processes)))
-        return [
-            f"no live process reads queue {queue!r} (they read: {', '.join(read) or 'nothing'}):"
-            " the job waits there until one does"
-        ], False
-    if any(p.jobs is not None and name in p.jobs for p in readers):
-        return [], True
-    if any(p.jobs is None for p in readers):
-        return [], False  # one of them does not say what it knows
-    return [
-        f"no live process reading queue {queue!r} knows a job named {name!r}:"
-        " it will be buried in dead as UnknownJob unless one that does starts"
-    ], False
 
 
 def _due(options: JobOptions, now: float) -> float | None:
@@ -202,10 +95,10 @@ class Client:
         self._batch: dict[str, list[tuple[bytes, asyncio.Future[None]]]] = {}
         self._flush_started = False
         self._flushes: set[asyncio.Task[None]] = set()
-        # Enqueue by name only: the live processes as last read (when, what),
-        # and when each (name, queue) was last said something about.
-        self._live: tuple[float, list[_LiveProcess]] | None = None
-        self._told: dict[tuple[str, str], float] = {}
+        # Enqueue by name only: what the live processes say, and what was said.
+        self._live = LiveCheck(
+            self.redis, self.keys, heartbeat_interval=self.settings.heartbeat_interval
+        )
         self._schedule_keys = [self.keys.schedule, self.keys.schedule_wakeup]
 
     async def __aenter__(self) -> Client:
@@ -259,7 +152,7 @@ class Client:
         """
         if isinstance(target, str):
             done = await self.enqueue_by_name(target, args, kwargs)
-            self._tell(target, done.jid, done)
+            self._live.tell(target, done.jid, done)
             return done.jid
         job = await self._enqueue(target, args, kwargs)
         return None if job is None else str(job["jid"])
@@ -299,57 +192,8 @@ class Client:
         if job is None:
             return EnqueuedByName(None, target.options.queue, known, (), served=False)
         used = str(job["queue"])  # middleware may have changed it
-        warnings, served = await self._ask_live(name, used)
+        warnings, served = await self._live.ask(name, used)
         return EnqueuedByName(str(job["jid"]), used, known, tuple(warnings), served)
-
-    async def _ask_live(self, name: str, queue: str) -> tuple[list[str], bool]:
-        """What the live processes say about running ``name`` from ``queue`` (best effort)."""
-        try:
-            processes = await self._live_processes()
-        except Exception as exc:  # noqa: BLE001 - the job is enqueued; the check is advice
-            log.debug("could not read the live processes to check job %r: %s", name, exc)
-            return [], False
-        return _live_problems(processes, name, queue)
-
-    async def _live_processes(self) -> list[_LiveProcess]:
-        """The live processes' presence info, read at most once a heartbeat interval."""
-        now = time.monotonic()
-        if self._live is not None and now - self._live[0] < self.settings.heartbeat_interval:
-            return self._live[1]
-        identities = sorted(loose_text(i) for i in await self.redis.smembers(self.keys.processes))
-        found: list[_LiveProcess] = []
-        for start in range(0, len(identities), 500):
-            chunk = identities[start : start + 500]
-            # A presence key lapses with its process: a gone one reads as None.
-            for presence in await self.redis.mget([self.keys.process(i) for i in chunk]):
-                process = _live_process(presence)
-                if process is not None:
-                    found.append(process)
-        self._live = (now, found)
-        return found
-
-    def _tell(self, name: str, what: str | None, done: EnqueuedByName) -> None:
-        """Log where a job enqueued by name went, when there is something to say.
-
-        WARNING when the live processes suggest it will not run, or when the
-        name is unknown here and no live process reading its queue confirms
-        it; INFO for an unknown name that one does. Once per (name, queue) a
-        minute, so a loop enqueueing by name does not flood the log.
-        """
-        if what is None:
-            return
-        if done.warnings or not (done.known_here or done.served):
-            level = logging.WARNING
-        elif not done.known_here:
-            level = logging.INFO
-        else:
-            return
-        key = (name, done.queue)
-        now = time.monotonic()
-        if now - self._told.get(key, -TELL_AGAIN_AFTER) < TELL_AGAIN_AFTER:
-            return
-        self._told[key] = now
-        log.log(level, "%s", "; ".join([done.describe(name, what), *done.warnings]))
 
     async def _push(self, queue: str, encoded: bytes) -> None:
         """Push one job; concurrent pushes are coalesced into one call per queue.
@@ -427,7 +271,10 @@ class Client:
         known_here = False
         if isinstance(target, str):
             target, known_here = named(target)
-        batch = _ManyBatch(self, target)
+        now = time.time()
+        name, options = _resolve(target)
+        check_queue_name(options.queue)
+        batch = ManyBatch(self, target, name=name, options=options, due=_due(options, now), now=now)
         try:
             if isinstance(items, AsyncIterable):
                 async for item in items:
@@ -444,112 +291,7 @@ class Client:
             raise
         if by_name and batch.jids:
             # Said once for the batch, of the queue it went to.
-            warnings, served = await self._ask_live(batch.name, batch.options.queue)
+            warnings, served = await self._live.ask(batch.name, batch.options.queue)
             done = EnqueuedByName(None, batch.options.queue, known_here, tuple(warnings), served)
-            self._tell(batch.name, f"{len(batch.jids)} jobs", done)
+            self._live.tell(batch.name, f"{len(batch.jids)} jobs", done)
         return batch.jids
-
-    async def _send_many(
-        self, by_queue: dict[str, list[bytes]], scheduled: list[EncodableArg]
-    ) -> None:
-        """One pipeline for one chunk of ``enqueue_many``."""
-        enqueue = script("enqueue")
-        schedule = script("schedule")
-        async with self.redis.pipeline(transaction=False) as pipe:
-            # SCRIPT LOAD first makes the EVALSHAs behind it safe even right
-            # after a SCRIPT FLUSH or a restart: no NOSCRIPT to recover from.
-            pipe.script_load(enqueue.text)
-            for queue, encoded in by_queue.items():
-                keys = [self.keys.queue(queue), self.keys.queues, self.keys.wakeup(queue)]
-                # Chunks keep each script call's argument list reasonable.
-                for start in range(0, len(encoded), SCRIPT_ARGS):
-                    chunk = encoded[start : start + SCRIPT_ARGS]
-                    pipe.evalsha(enqueue.sha, len(keys), *keys, queue, *chunk)
-            if scheduled:
-                pipe.script_load(schedule.text)
-                for start in range(0, len(scheduled), 2 * SCRIPT_ARGS):
-                    pairs = scheduled[start : start + 2 * SCRIPT_ARGS]
-                    pipe.evalsha(schedule.sha, 2, *self._schedule_keys, *pairs)
-            await pipe.execute()
-
-
-class _ManyBatch:
-    """``enqueue_many``'s jobs being built: one chunk at a time, sent when full."""
-
-    __slots__ = (
-        "by_queue",
-        "client",
-        "due",
-        "extra",
-        "fresh_jids",
-        "jids",
-        "name",
-        "now",
-        "options",
-        "pending",
-        "scheduled",
-        "sent",
-        "target",
-    )
-
-    def __init__(self, client: Client, target: Target) -> None:
-        self.client = client
-        self.target = target
-        self.now = time.time()
-        # Without middleware every job has the same name, options and due
-        # time: resolved once, and each job costs a dict and one encode.
-        self.name, self.options = _resolve(target)
-        check_queue_name(self.options.queue)
-        self.extra = {"retry": self.options.retry, "timeout": self.options.timeout}
-        self.due = _due(self.options, self.now)
-        self.fresh_jids = payload.jid_source()
-        self.jids: list[str] = []
-        self.by_queue: dict[str, list[bytes]] = defaultdict(list)
-        self.scheduled: list[EncodableArg] = []  # score, payload, score, payload, ...
-        self.pending = 0  # jobs built, not yet sent
-        self.sent = 0
-
-    async def add(self, item: Any) -> None:
-        # A tuple first: isinstance against the Mapping ABC is slow.
-        if isinstance(item, tuple):
-            args: Sequence[Any] = item
-            kwargs: Mapping[str, Any] = {}
-        elif isinstance(item, JobArgs):
-            args, kwargs = item.args, item.kwargs
-        elif isinstance(item, Mapping):
-            args, kwargs = (), item
-        else:
-            args, kwargs = item, {}
-        if self.client.middleware:
-            job, due = await self.client._build(self.target, args, kwargs, self.now)
-            if job is None:
-                return
-        else:
-            job = payload.build(
-                self.name,
-                args,
-                kwargs,
-                self.options.queue,
-                now=self.now,
-                jid=next(self.fresh_jids),
-                extra=self.extra,
-            )
-            due = self.due
-        one = payload.encode_job(job)
-        if due is not None:
-            self.scheduled.append(due)
-            self.scheduled.append(one)
-        else:
-            self.by_queue[job["queue"]].append(one)
-        self.jids.append(str(job["jid"]))
-        self.pending += 1
-        if self.pending >= MANY_CHUNK:
-            await self.send()
-
-    async def send(self) -> None:
-        if not self.pending:
-            return
-        by_queue, scheduled, count = self.by_queue, self.scheduled, self.pending
-        self.by_queue, self.scheduled, self.pending = defaultdict(list), [], 0
-        await self.client._send_many(by_queue, scheduled)
-        self.sent += count

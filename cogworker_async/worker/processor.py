@@ -6,27 +6,18 @@ else a handler raises, any ``BaseException`` (``SystemExit``,
 ``KeyboardInterrupt``, a ``CancelledError`` of its own making), is that job's
 failure, filed by its retry option: no handler can end the worker.
 
-A plain ``def`` runs in a thread, and a thread can't be stopped. So a sync job
-past its timeout keeps its slot until the thread returns and is filed then (as
-timed out): filed earlier, its retry could start while it still runs. At the
-end of ``shutdown_timeout`` the shutdown waits for such threads (the heartbeat
-still beats) and settles them as they return; a second stop, or a
-cancellation from outside, leaves them running: their jobs stay on this
-process's list (kept, not requeued), for orphan recovery once the process is
-gone.
+A plain ``def`` runs in a thread (``threads.py``: never abandoned on a timeout,
+waited for or left running at shutdown); a job recovered from a dead process
+more than once runs alone (``suspects.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import difflib
 import functools
 import logging
-import math
-import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -39,15 +30,8 @@ from cogworker_async.jobs import JobFunction, JobRegistry
 from cogworker_async.middleware import Next, ServerMiddleware, wrap_server_chain
 from cogworker_async.worker.fetcher import Fetcher
 from cogworker_async.worker.settlement import Settler
-
-# requeue.lua marks a job it recovers from a dead process with this prefix once
-# it has been orphaned before (a mark counts only beside its orphan counter).
-SUSPECT_PREFIX = b'{"suspect":'
-# How long a suspect waits for the process to have nothing else of its own
-# before it is given back to the front of its queue (and suspects declined for
-# as long): a process busy with long jobs is never drained for it, and never
-# left idle for long. Another process, or this one later, takes it.
-RUN_ALONE_WAIT = 10.0
+from cogworker_async.worker.suspects import SUSPECT_PREFIX, Suspects
+from cogworker_async.worker.threads import HandlerThreads, cancelled_by_us
 
 
 class RunningJob:
@@ -59,89 +43,6 @@ class RunningJob:
         self.raw = raw
         self.job = job
         self.started = started
-
-
-class HandlerThread:
-    """A sync handler's call, made in its thread: how it ended, and (if asked) when.
-
-    It catches everything the handler raises (``SystemExit`` included) so the
-    processor re-raises it on the loop as the job's own failure. Only a
-    processor that waits for it past a cancellation (``watch``) is told on the
-    loop when it returns: a plain sync job costs no second loop wake-up.
-    """
-
-    __slots__ = ("call", "done", "error", "left", "lock", "loop", "overran", "state", "watched")
-
-    def __init__(self, call: Callable[[], Any], loop: asyncio.AbstractEventLoop) -> None:
-        self.call = call
-        self.loop = loop
-        self.error: BaseException | None = None
-        self.overran = False
-        self.lock = threading.Lock()
-        # waiting -> started -> returned (in its thread), or waiting -> called off (never runs)
-        self.state = "waiting"
-        self.watched = False
-        self.done: asyncio.Event | None = None
-        self.left: Callable[[], None] | None = None  # set when the processor stopped waiting
-
-    @property
-    def returned(self) -> bool:
-        return self.state == "returned"
-
-    def started(self) -> bool:
-        """On the loop, once cancelled: has the call started? If not, it never will."""
-        with self.lock:
-            if self.state == "waiting":
-                self.state = "called off"
-            return self.state != "called off"
-
-    def watch(self) -> asyncio.Event | None:
-        """On the loop: an event set when the call returns; None if it already has."""
-        with self.lock:
-            if self.state == "returned":
-                return None
-            self.watched = True
-            self.done = asyncio.Event()
-            return self.done
-
-    def __call__(self) -> None:
-        with self.lock:
-            if self.state == "called off":
-                return
-            self.state = "started"
-        try:
-            self.call()
-        except BaseException as exc:  # noqa: BLE001 - re-raised on the loop as the job's failure
-            self.error = exc
-        finally:
-            with self.lock:
-                self.state = "returned"
-                watched = self.watched
-            if watched:
-                # A closed loop (the worker is gone) has nobody waiting for it.
-                with contextlib.suppress(RuntimeError):
-                    self.loop.call_soon_threadsafe(self._returned)
-
-    def _returned(self) -> None:
-        if self.done is not None:
-            self.done.set()
-        if self.left is not None:
-            self.left()
-
-
-def _cancelled_by_us(exc: BaseException) -> bool:
-    """Is this the cancellation of one of our scopes, not one the handler raised itself?
-
-    anyio reports a cancelled enclosing scope as a deadline of -inf; a plain
-    ``task.cancel()`` (``asyncio.timeout``, a user cancelling the task running
-    ``run()``) is counted by ``Task.cancelling()``.
-    """
-    if not isinstance(exc, asyncio.CancelledError):
-        return False
-    if anyio.current_effective_deadline() == -math.inf:
-        return True
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
 
 
 class Processors:
@@ -169,21 +70,22 @@ class Processors:
         self.running: dict[int, RunningJob] = {}
         # Every job a processor has taken and not yet settled, running or not.
         self.claimed: dict[int, bytes] = {}
-        self.thread_limiter = anyio.CapacityLimiter(concurrency)
-        self._concurrency = concurrency
-        self._alone_wait = RUN_ALONE_WAIT if alone_wait is None else alone_wait
-        self._suspect_lock = asyncio.Lock()
-        self._suspects = 0  # suspects taken by a processor and not yet settled
-        self._no_suspect_running = asyncio.Event()
-        self._no_suspect_running.set()
-        self._quiet = asyncio.Event()
-        self._quiet.set()
-        # Shutdown: wait for handler threads still running once our processors
-        # are cancelled (hold_threads), until a second stop (release_threads).
-        self._hold_threads = False
-        self._held: set[HandlerThread] = set()
+        # Sync handlers' threads, and the shutdown's hold on them.
+        self._threads = HandlerThreads(concurrency=concurrency, logger=logger)
+        self._suspects = Suspects(
+            fetcher,
+            settler,
+            self.running,
+            self.process,
+            concurrency=concurrency,
+            logger=logger,
+            alone_wait=alone_wait,
+        )
+        # Read on every job: kept here, one attribute away.
+        self._no_suspect_running = self._suspects.none_running
+        self._quiet = self._suspects.quiet
         # Jobs whose thread was left running: kept on the list by the shutdown.
-        self.left_running: list[bytes] = []
+        self.left_running = self._threads.left_running
 
     def snapshot(self) -> dict[str, str]:
         """What each slot runs now, for the heartbeat's workers hash (read from its thread)."""
@@ -200,14 +102,11 @@ class Processors:
 
     def hold_threads(self) -> None:
         """Our processors are about to be cancelled: wait for the threads they run."""
-        self._hold_threads = True
+        self._threads.hold()
 
     def release_threads(self) -> None:
         """A second stop: stop waiting for threads; their jobs stay on the list."""
-        self._hold_threads = False
-        for thread in list(self._held):
-            if thread.done is not None:
-                thread.done.set()
+        self._threads.release()
 
     async def run(self, slot: int) -> None:
         """Run jobs until the fetcher is closed."""
@@ -221,82 +120,14 @@ class Processors:
             # never judged a stray (see Reconciler).
             claimed[slot] = raw
             try:
-                if raw.startswith(SUSPECT_PREFIX) and await self._is_suspect(raw):
-                    await self._process_alone(slot, raw)
+                if raw.startswith(SUSPECT_PREFIX) and await self._suspects.is_suspect(raw):
+                    await self._suspects.run_alone(slot, raw)
                     continue
                 if not self._no_suspect_running.is_set():
                     await self._no_suspect_running.wait()
                 await self.process(slot, raw)
             finally:
                 del claimed[slot]
-
-    async def _is_suspect(self, raw: bytes) -> bool:
-        """Whether a marked job is a suspect indeed; nothing is fetched while we ask."""
-        self._fetcher.isolate(True)
-        try:
-            return await self._fetcher.is_suspect(raw)
-        finally:
-            # A suspect is isolated again before anything else runs (no await
-            # in between, see _process_alone): the lanes see no gap.
-            self._fetcher.isolate(False)
-
-    async def _process_alone(self, slot: int, raw: bytes) -> None:
-        """Run a job recovered from a dead process with nothing else of ours on the list.
-
-        If it is what killed that process, it kills only itself this time, and
-        only its own orphan count grows: innocent neighbours are never buried
-        as ``ProcessDied`` for sharing a process with it. That includes other
-        suspects: one that arrives while another is ours goes back to its
-        queue (it runs next, here or elsewhere) rather than wait on our list.
-
-        The wait is bounded (``alone_wait``): a process still busy then gives
-        it back to the front of its queue, declines suspects as long, and goes
-        on with its other work.
-        """
-        if self._suspects and await self._fetcher.give_back(raw):
-            return
-        self._suspects += 1
-        self._fetcher.isolate(True)
-        try:
-            async with self._suspect_lock:
-                if self._concurrency == 1:
-                    await self._fetcher.give_back_held()  # no other processor to run them
-                # Nothing else running, nothing on its way here, no finished
-                # job still on the list (its ack or filing not landed), and
-                # (when another processor can run them) nothing fetched
-                # waiting to run: all would be orphaned with it if it crashed us.
-                deadline = time.monotonic() + self._alone_wait
-                while (
-                    self.running
-                    or self._fetcher.fetching
-                    or self._fetcher.acks_out
-                    or self._settler.pending
-                    or (self._concurrency > 1 and self._fetcher.held)
-                ):
-                    # Only jobs still running make it give up: the rest (a
-                    # blocking wait, acks, filings) clear by themselves soon.
-                    if self.running and time.monotonic() >= deadline:
-                        if await self._fetcher.give_back(raw):
-                            self._fetcher.decline_suspects(self._alone_wait)
-                            self._log.info(
-                                "suspect given back to its queue: this process was not "
-                                "free to run it alone within %.1f s: %.200r",
-                                self._alone_wait,
-                                raw,
-                            )
-                            return
-                        deadline = float("inf")  # its queue refused it: still ours, run it
-                    self._quiet.clear()
-                    with anyio.move_on_after(0.05):
-                        await self._quiet.wait()
-                self._no_suspect_running.clear()
-                try:
-                    await self.process(slot, raw)
-                finally:
-                    self._no_suspect_running.set()
-        finally:
-            self._suspects -= 1
-            self._fetcher.isolate(False)
 
     async def process(self, slot: int, raw: bytes) -> None:
         try:
@@ -323,7 +154,7 @@ class Processors:
             else:
                 await self._run(raw, job, function)
         except BaseException as exc:
-            if _cancelled_by_us(exc):
+            if cancelled_by_us(exc):
                 raise
             # The job's own failure, whatever it is: SystemExit, its own
             # CancelledError... none of them ends this worker.
@@ -385,7 +216,7 @@ class Processors:
         kwargs = job.get("kwargs") or {}
         if not function.is_async:
             call = functools.partial(function.fn, *args, **kwargs)
-            await self._in_thread(raw, job, call, None if limit is None else float(limit))
+            await self._threads.run(raw, job, call, None if limit is None else float(limit))
             return
         if limit is None:
             await function.fn(*args, **kwargs)
@@ -397,90 +228,6 @@ class Processors:
             if scope.expired():
                 raise JobTimeout(f"ran past its timeout of {limit} s") from None
             raise
-
-    async def _in_thread(
-        self, raw: bytes, job: dict[str, Any], call: Callable[[], Any], limit: float | None
-    ) -> None:
-        """A plain def in a thread (it can't stall the loop), never abandoned on a timeout.
-
-        Past its timeout the thread goes on (Python can't kill it) and so does
-        its slot: the job is filed as timed out once the thread returns, so
-        its retry can never start while it still runs.
-        """
-        loop = asyncio.get_running_loop()
-        thread = HandlerThread(call, loop)
-        timer = None
-        if limit is not None:
-            timer = loop.call_later(limit, self._overran, thread, job, limit)
-        try:
-            await anyio.to_thread.run_sync(
-                thread, abandon_on_cancel=True, limiter=self.thread_limiter
-            )
-        except BaseException as exc:
-            if not _cancelled_by_us(exc) or not thread.started():
-                raise  # it never ran: the shutdown requeues it
-            # It ran, or runs on: settle it once it has returned, unless we leave it.
-            if not await self._outlast(raw, job, thread):
-                raise
-        finally:
-            if timer is not None:
-                timer.cancel()
-        if thread.overran:
-            raise JobTimeout(f"ran past its timeout of {limit} s") from thread.error
-        if thread.error is not None:
-            raise thread.error
-
-    def _overran(self, thread: HandlerThread, job: dict[str, Any], limit: float) -> None:
-        if thread.returned:
-            return  # it returned in time; its processor has not resumed yet
-        thread.overran = True
-        self._log.warning(
-            "jid=%s %s is still running after its timeout of %s s: a thread can't be stopped, "
-            "so its slot stays taken and it is filed as timed out once it returns",
-            job["jid"],
-            job["class"],
-            limit,
-        )
-
-    async def _outlast(self, raw: bytes, job: dict[str, Any], thread: HandlerThread) -> bool:
-        """We are cancelled while the job's thread still runs: wait for it, or leave it.
-
-        Waits (shielded) when the shutdown holds threads, until the thread
-        returns or a second stop; True if it returned. A job left running is
-        not requeued by the shutdown (it would run twice at once): it stays on
-        the list, for orphan recovery once this process is gone.
-        """
-        done = thread.watch()
-        if done is None:
-            return True  # it has just returned
-        if self._hold_threads:
-            self._log.warning(
-                "jid=%s %s still runs in its thread at the end of shutdown_timeout: a thread "
-                "can't be stopped, waiting for it (stop again to leave it running)",
-                job["jid"],
-                job["class"],
-            )
-            self._held.add(thread)
-            try:
-                with anyio.CancelScope(shield=True):
-                    await done.wait()
-            finally:
-                self._held.discard(thread)
-            if thread.returned:
-                return True
-        self._log.warning(
-            "jid=%s %s left running in its thread (a thread can't be stopped): it stays on "
-            "this process's list, not requeued, for orphan recovery once this process is gone",
-            job["jid"],
-            job["class"],
-        )
-        self.left_running.append(raw)
-        thread.left = functools.partial(self._thread_returned, raw)
-        return False
-
-    def _thread_returned(self, raw: bytes) -> None:
-        if raw in self.left_running:
-            self.left_running.remove(raw)
 
 
 async def _unknown(name: str, registry: JobRegistry) -> None:

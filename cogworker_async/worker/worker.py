@@ -14,8 +14,6 @@ the heartbeat keys go.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import os
 import random
@@ -32,6 +30,7 @@ from cogworker_async.keys import Keys
 from cogworker_async.middleware import ServerMiddleware
 from cogworker_async.settings import Settings
 from cogworker_async.store.connection import connect
+from cogworker_async.worker.assembly import build_parts
 from cogworker_async.worker.duties import start_duties
 from cogworker_async.worker.fetcher import Fetcher
 from cogworker_async.worker.heartbeat import Heartbeat
@@ -248,63 +247,22 @@ class Worker:
         return beaten
 
     def _build(self, redis: Any, blocking: Any) -> None:
-        settings = self.settings
-        # First: every part that may meet a WRONGTYPE reply wakes it.
-        self.key_guard = KeyGuard(
-            redis,
-            self.keys,
-            settings,
-            identity=self.identity,
-            queues=[s.name for s in settings.queue_specs],
-            logger=self.log,
-        )
-        self.settler = Settler(
-            redis,
-            self.keys,
-            settings,
-            identity=self.identity,
-            logger=self.log,
-            rng=self._rng,
-            on_wrong_type=self.key_guard.request_check,
-        )
-        self.fetcher = Fetcher(
+        parts = build_parts(
             redis,
             blocking,
+            self.settings,
             self.keys,
             identity=self.identity,
-            queues=settings.queue_specs,
-            strict_order=settings.strict_order,
-            reliable=self._reliable,
-            idle_max=settings.fetch_idle_max_interval,
+            registry=self.registry,
+            middleware=self.middleware,
             logger=self.log,
             rng=self._rng,
-            on_missing_ack=lambda ack: self.settler.note_duplicate(ack.jid),  # type: ignore[union-attr]
-            prefetch=settings.effective_prefetch,
-            on_wrong_type=self.key_guard.request_check,
-        )
-        self.processors = Processors(
-            self.fetcher,
-            self.settler,
-            self.registry,
-            self.middleware,
-            default_timeout=settings.job_timeout,
-            concurrency=settings.concurrency,
-            logger=self.log,
-        )
-        # What the fetcher may forget the source queue of: none of these.
-        self.fetcher.ours = self._known_jobs
-        self.heartbeat = Heartbeat(
-            settings,
-            self.keys,
-            identity=self.identity,
-            queues=[s.name for s in settings.queue_specs],
             reliable=lambda: self._reliable,
-            busy=self.processors.snapshot,
-            logger=self.log,
-            on_signal=self._signal_from_thread(),
-            on_wrong_type=self._wrong_type_from_thread(),
-            jobs=self.registry.names,
+            known_jobs=self._known_jobs,
+            on_signal=self.remote_signal,
         )
+        self.key_guard, self.settler, self.fetcher = parts.key_guard, parts.settler, parts.fetcher
+        self.processors, self.heartbeat = parts.processors, parts.heartbeat
 
     def _start_duties(self, duties: TaskGroup, redis: Any) -> None:
         settings = self.settings
@@ -347,28 +305,6 @@ class Worker:
         known.extend(self.fetcher.pending_ack_raws())
         known.extend(self.settler.pending)
         return known
-
-    def _signal_from_thread(self) -> Callable[[str], None]:
-        """A callback for the heartbeat thread that acts on the event loop."""
-        loop = asyncio.get_running_loop()
-
-        def deliver(name: str) -> None:
-            loop.call_soon_threadsafe(self.remote_signal, name)
-
-        return deliver
-
-    def _wrong_type_from_thread(self) -> Callable[[], None]:
-        """The heartbeat thread's WRONGTYPE: wake the key guard, on the event loop."""
-        loop = asyncio.get_running_loop()
-
-        def deliver() -> None:
-            if self.key_guard is None:
-                return
-            # A closed loop: the worker is gone, nothing left to guard.
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(self.key_guard.request_check)
-
-        return deliver
 
     def remote_signal(self, name: str) -> None:
         """``quiet``: stop fetching, finish what runs; ``stop``: shut down gracefully."""

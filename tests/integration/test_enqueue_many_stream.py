@@ -15,7 +15,7 @@ import pytest
 from redis.asyncio import Redis
 
 from cogworker_async import Client, Settings, job
-from cogworker_async import client as client_module
+from cogworker_async.enqueue_many import MANY_CHUNK  # jobs per pipeline
 from cogworker_async.keys import Keys
 from tests.conftest import ROOT
 
@@ -23,10 +23,6 @@ if TYPE_CHECKING:
     from cogworker_async.jobs import JobArgs
 
 pytestmark = pytest.mark.anyio
-
-# Jobs per pipeline (read so that each test here fails on its own merits on a
-# version without chunks, rather than at import).
-MANY_CHUNK: int = getattr(client_module, "MANY_CHUNK", 10_000)
 
 
 @job(name="stream.add")

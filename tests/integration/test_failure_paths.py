@@ -17,7 +17,7 @@ from cogworker_async.embedded import EmbeddedRedis
 from cogworker_async.keys import Keys
 from cogworker_async.middleware import JobDict, Next
 from cogworker_async.store.commands import Filing
-from cogworker_async.worker import processor
+from cogworker_async.worker import suspects
 from cogworker_async.worker.settlement import Settler
 from cogworker_async.worker.unsettled import file_unsettled
 from tests.faultproxy import FaultProxy
@@ -393,7 +393,7 @@ async def test_a_suspect_waits_for_the_process_only_so_long(
     Strict order puts the suspect's queue first: on bc90d0c the process took
     it and fetched nothing more until its long job ended.
     """
-    monkeypatch.setattr(processor, "RUN_ALONE_WAIT", 0.3, raising=False)
+    monkeypatch.setattr(suspects, "RUN_ALONE_WAIT", 0.3)
     active.update(now=0, overlaps=0, suspect=0)
     settings = settings.model_copy(
         update={"queues": ("default", "other"), "strict_order": True, "concurrency": 3}

@@ -15,7 +15,7 @@ from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
 from cogworker_async.store import commands
-from cogworker_async.worker.processor import SUSPECT_PREFIX
+from cogworker_async.worker.suspects import SUSPECT_PREFIX
 from tests.lua.support import (
     JUDGE_TTL,
     drain,
