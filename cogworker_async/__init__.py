@@ -6,12 +6,13 @@ stopped after a bounded number of tries.
 """
 
 from cogworker_async.client import Client
-from cogworker_async.context import JobContext, current_job
+from cogworker_async.context import JobContext, current_job, lifespan_state
 from cogworker_async.errors import (
     CogworkerError,
     ConfigurationError,
     JobError,
     JobTimeout,
+    LifespanError,
     ProcessDied,
     UnknownJob,
     UnparseableJob,
@@ -31,6 +32,7 @@ __all__ = [
     "JobError",
     "JobFunction",
     "JobTimeout",
+    "LifespanError",
     "ProcessDied",
     "Settings",
     "UnknownJob",
@@ -39,4 +41,5 @@ __all__ = [
     "__version__",
     "current_job",
     "job",
+    "lifespan_state",
 ]

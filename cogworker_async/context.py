@@ -1,10 +1,14 @@
-"""``current_job()``: what a handler may ask about the job it is running."""
+"""``current_job()``: what a handler may ask about the job it is running; and
+``lifespan_state()``: what the worker's lifespan yielded, typed.
+"""
 
 from __future__ import annotations
 
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,6 +26,14 @@ class JobContext:
     retry_count: int
     enqueued_at: float | None
     payload: dict[str, Any]
+
+    @property
+    def state(self) -> Any:
+        """What the worker's lifespan yielded (``RuntimeError`` if it has none).
+
+        Typed ``Any``: ``lifespan_state(MyState)`` gives it back checked and typed.
+        """
+        return _lifespan_state()
 
     @classmethod
     def of(cls, job: dict[str, Any]) -> JobContext:
@@ -59,3 +71,44 @@ def current_job() -> JobContext:
 def set_current(job: dict[str, Any] | None) -> None:
     """Make ``job`` (a decoded payload) what ``current_job()`` answers in this task."""
     _current.set(job)
+
+
+# Set once per worker, in the worker's own task before its processors start:
+# every processor task (and a sync handler's thread) inherits it, so a job pays
+# nothing for it, and two workers in one process each see their own.
+_NO_STATE: Any = object()
+_state: ContextVar[Any] = ContextVar("cogworker_lifespan_state", default=_NO_STATE)
+
+
+def _lifespan_state() -> Any:
+    state = _state.get()
+    if state is _NO_STATE:
+        raise RuntimeError(
+            "no lifespan state here: the worker was given no lifespan (Worker(lifespan=...), "
+            "--lifespan module:attr), or this runs outside the worker's jobs"
+        )
+    return state
+
+
+def lifespan_state(kind: type[T]) -> T:
+    """What the worker's lifespan yielded, checked to be a ``kind``: typed for ``mypy --strict``.
+
+    ``RuntimeError`` when the worker has no lifespan (or outside its jobs),
+    ``TypeError`` when the state is not a ``kind``.
+    """
+    state = _lifespan_state()
+    if not isinstance(state, kind):
+        raise TypeError(
+            f"the lifespan state is a {type(state).__module__}.{type(state).__qualname__}, "
+            f"not a {kind.__module__}.{kind.__qualname__}"
+        )
+    return state
+
+
+def set_lifespan_state(state: Any) -> Token[Any]:
+    """Make ``state`` what this task (and the tasks it starts from now on) sees."""
+    return _state.set(state)
+
+
+def reset_lifespan_state(token: Token[Any]) -> None:
+    _state.reset(token)

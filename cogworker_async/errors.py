@@ -5,6 +5,7 @@
     CogworkerError
     ├── ConfigurationError      bad settings, module or queue spec given by the user
     ├── ScriptError             a Lua script could not be loaded (missing/cyclic include)
+    ├── LifespanError           the worker's lifespan failed at start-up (no job was taken)
     └── JobError                recorded on a job as its ``error_class``
         ├── UnparseableJob      payload is not a JSON object with a queue
         ├── UnknownJob          no handler registered under the job's ``class``
@@ -28,6 +29,10 @@ class ConfigurationError(CogworkerError):
 
 class ScriptError(CogworkerError):
     """A Lua script could not be assembled (missing or cyclic ``--- @include``)."""
+
+
+class LifespanError(CogworkerError):
+    """The worker's lifespan raised before it yielded: the worker stopped before any job."""
 
 
 class JobError(CogworkerError):

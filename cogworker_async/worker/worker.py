@@ -1,7 +1,8 @@
 """``Worker``: the lifecycle of one worker process (or one embedded worker).
 
-Order of life: resolve the fetch mode, beat once, then start the duties and
-the processors. On stop: no more fetching; running jobs get
+Order of life: resolve the fetch mode, beat once, open the lifespan (if
+given: ``worker/lifespan.py``), then start the duties and the processors.
+On stop: no more fetching; running jobs get
 ``shutdown_timeout``; then they are cancelled (not a failure) and this
 process's own in-progress list is requeued at once, shielded, except jobs
 that finished but whose ack is still pending (dropped: that is their ack),
@@ -9,7 +10,7 @@ failures that could not be filed and jobs whose thread was left running
 (both kept on the list for recovery). A plain ``def`` still in its thread
 when the wait ends is waited for (a thread can't be cancelled) until it
 returns or a second ``stop()``. Only then do
-the heartbeat keys go.
+the heartbeat keys go, and then the lifespan is closed.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from cogworker_async.worker.duties import start_duties
 from cogworker_async.worker.fetcher import Fetcher
 from cogworker_async.worker.heartbeat import Heartbeat
 from cogworker_async.worker.keyguard import KeyGuard
+from cogworker_async.worker.lifespan import Lifespan, LifespanRunner
 from cogworker_async.worker.processor import Processors
 from cogworker_async.worker.reconcile import Reconciler
 from cogworker_async.worker.recovery import Recovery
@@ -65,11 +67,21 @@ class Worker:
         middleware: Sequence[ServerMiddleware] = (),
         logger: logging.Logger | None = None,
         handle_signals: bool | None = None,
+        lifespan: Lifespan | None = None,
     ) -> None:
         """``handle_signals``: turn SIGTERM/SIGINT into ``stop()`` while the worker runs
         (see ``worker/signals.py``). ``None``: yes for ``await worker.run()`` (the
         worker is the program), no for ``async with worker:`` (the app around it
-        owns its signals and ends the block)."""
+        owns its signals and ends the block).
+
+        ``lifespan``: called with the worker, an async context manager opened
+        before the first job and closed after the last; what it yields is the
+        handlers' ``lifespan_state(...)`` (see ``worker/lifespan.py``)."""
+        if lifespan is not None and not callable(lifespan):
+            raise TypeError(
+                f"lifespan must be a callable returning an async context manager, got {lifespan!r}"
+            )
+        self.lifespan = lifespan
         self.settings = settings or Settings()
         self.handle_signals = handle_signals
         self.keys = Keys(self.settings.namespace)
@@ -96,6 +108,7 @@ class Worker:
         self.recovery: Recovery | None = None
         self.reconciler: Reconciler | None = None
         self.key_guard: KeyGuard | None = None
+        self._lifespan: LifespanRunner | None = None  # entered, not yet exited
 
     # --- control -----------------------------------------------------------
     def stop(self) -> None:
@@ -194,6 +207,8 @@ class Worker:
             assert self.fetcher is not None
             assert self.heartbeat is not None
             self.heartbeat.start()
+            if not await self._open_lifespan():
+                return
             self.log.info(
                 "worker %s started: %d processors, queues %s, %s fetch, %d job types",
                 self.identity,
@@ -217,6 +232,25 @@ class Worker:
         finally:
             with anyio.CancelScope(shield=True):
                 await self._finish(redis)
+                if self._lifespan is not None:
+                    await self._lifespan.exit()
+                    self._lifespan = None
+
+    async def _open_lifespan(self) -> bool:
+        """Enter the lifespan, if any, in this task (the processors inherit its state).
+
+        False when ``stop()`` came first; cancellable by ``stop()`` like the rest
+        of the start-up (a lifespan waiting for its database never holds a stop).
+        """
+        if self.lifespan is None:
+            return True
+        runner = LifespanRunner(self.lifespan, self, self.log)
+        with anyio.CancelScope() as self._start_up_scope:
+            if not self._stopping.is_set():
+                await runner.enter()
+                self._lifespan = runner
+        self._start_up_scope = None
+        return self._lifespan is not None
 
     async def _start_up(self, redis: Any, blocking: Any, announce: Callable[[], None]) -> bool:
         """Resolve the fetch mode, build the parts, beat once; False when ``stop()`` came first.
