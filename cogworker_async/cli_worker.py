@@ -98,6 +98,43 @@ def import_job_modules(modules: list[str]) -> str | None:
     return None
 
 
+# The module-level name a job module gives its lifespan when ``--lifespan`` is not
+# given. Not ``lifespan``: a FastAPI app's module has one of its own, for the app.
+MODULE_LIFESPAN = "worker_lifespan"
+
+
+def find_lifespan(spec: str | None, modules: list[str]) -> tuple[Any, str | None]:
+    """The lifespan to run (or None) and the one line for a mistake (else None).
+
+    ``spec`` (``--lifespan module:attr``) wins; without it, a job module's
+    ``worker_lifespan``, and two job modules defining one is a mistake.
+    Called once the job modules are imported.
+    """
+    if spec is not None:
+        module_name, _, attr = spec.partition(":")
+        if not module_name or not attr:
+            return None, f"--lifespan {spec!r}: expected module:attr"
+        try:
+            module = importlib.import_module(module_name)
+        except Exception as exc:  # noqa: BLE001 - any error in user code at import
+            return None, f"--lifespan {spec!r}: cannot import {module_name!r}: {exc}"
+        found: Any = module
+        for part in attr.split("."):
+            found = getattr(found, part, None)
+        if not callable(found):
+            return None, f"--lifespan {spec!r}: {module_name} has no callable {attr!r}"
+        return found, None
+    given = [
+        (name, getattr(sys.modules[name], MODULE_LIFESPAN))
+        for name in modules
+        if name in sys.modules and callable(getattr(sys.modules[name], MODULE_LIFESPAN, None))
+    ]
+    if len({id(fn) for _, fn in given}) > 1:
+        names = ", ".join(name for name, _ in given)
+        return None, f"{MODULE_LIFESPAN} is defined in {names}: choose one with --lifespan"
+    return (given[0][1] if given else None), None
+
+
 def child_argv(argv: list[str]) -> list[str]:
     """This command line minus --processes/--embedded-redis (the children share one Redis)."""
     out: list[str] = []
@@ -170,6 +207,14 @@ def register(
         otel: Annotated[
             bool, typer.Option("--otel", help="Run each job in an OpenTelemetry span (otel extra)")
         ] = False,
+        lifespan: Annotated[
+            str | None,
+            typer.Option(
+                "--lifespan",
+                help="module:attr of the worker's lifespan (default: a job module's "
+                "worker_lifespan)",
+            ),
+        ] = None,
         max_memory: Annotated[
             float | None,
             typer.Option(
@@ -223,7 +268,7 @@ def register(
                 raise typer.Exit(
                     run_swarm(processes, argv, settings.shutdown_timeout, max_rss_mb=max_memory)
                 )
-            run_worker(settings, modules, metrics_port, metrics_host, otel)
+            run_worker(settings, modules, metrics_port, metrics_host, otel, lifespan)
         finally:
             if embedded is not None:
                 embedded.stop()
@@ -234,6 +279,7 @@ def register(
         metrics_port: int | None,
         metrics_host: str,
         otel: bool,
+        lifespan_spec: str | None,
     ) -> None:
         from cogworker_async.worker.signals import stop_on_signals
         from cogworker_async.worker.worker import Worker
@@ -241,6 +287,9 @@ def register(
         if os.getcwd() not in sys.path:
             sys.path.insert(0, os.getcwd())  # so `worker examples.tasks` imports from here
         if (problem := import_job_modules(modules)) is not None:
+            raise fail(problem)
+        lifespan, problem = find_lifespan(lifespan_spec, modules)
+        if problem is not None:
             raise fail(problem)
         middleware: list[ServerMiddleware] = []
         if otel:
@@ -255,7 +304,13 @@ def register(
             middleware.append(metrics.middleware)
         try:
             # Signals are handled here, around the Redis check and the run.
-            instance = Worker(settings, jobs=modules, middleware=middleware, handle_signals=False)
+            instance = Worker(
+                settings,
+                jobs=modules,
+                middleware=middleware,
+                handle_signals=False,
+                lifespan=lifespan,
+            )
         except CogworkerError as exc:
             raise fail(str(exc)) from None
         # Redis answers (and takes the password) before anything is served:
