@@ -254,3 +254,32 @@ def test_the_typed_accessor_refuses_another_type() -> None:
         reset_lifespan_state(token)
     with pytest.raises(RuntimeError, match="no lifespan state here"):
         lifespan_state(State)
+
+
+@pytest.mark.anyio
+async def test_stop_while_the_lifespan_opens_ends_the_run_without_a_job(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
+    opening = anyio.Event()
+    cleaned = []
+
+    @contextlib.asynccontextmanager
+    async def never_ready(_worker: Worker) -> AsyncIterator[None]:
+        opening.set()
+        try:
+            await anyio.Event().wait()  # a database that never answers
+        finally:
+            cleaned.append(True)
+        yield
+
+    async with Client(settings) as client:
+        await client.enqueue(quick, 1)
+    worker = Worker(settings, jobs=[quick], lifespan=never_ready)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as group:
+            group.start_soon(worker.run)
+            await opening.wait()
+            worker.stop()
+    assert cleaned == [True]
+    assert await redis.llen(keys.queue("default")) == 1
+    assert await redis.scard(keys.processes) == 0
