@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import types
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ from cogworker_async import (
     job,
     lifespan_state,
 )
+from cogworker_async.cli_worker import find_lifespan
 from cogworker_async.context import reset_lifespan_state, set_lifespan_state
 from cogworker_async.keys import Keys
 from tests.conftest import ROOT, child_env
@@ -283,3 +285,28 @@ async def test_stop_while_the_lifespan_opens_ends_the_run_without_a_job(
     assert cleaned == [True]
     assert await redis.llen(keys.queue("default")) == 1
     assert await redis.scard(keys.processes) == 0
+
+
+def test_the_command_finds_one_worker_lifespan_among_the_job_modules(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    first, second, plain = (types.ModuleType(n) for n in ("ls_first", "ls_second", "ls_plain"))
+    first.worker_lifespan = lifespan_with(State("a"))  # type: ignore[attr-defined]
+    second.worker_lifespan = lifespan_with(State("b"))  # type: ignore[attr-defined]
+    plain.lifespan = lifespan_with(State("c"))  # type: ignore[attr-defined] # FastAPI's name
+    for module in (first, second, plain):
+        monkeypatch.setitem(sys.modules, module.__name__, module)
+    assert find_lifespan(None, ["ls_plain"]) == (None, None)
+    assert find_lifespan(None, ["ls_first", "ls_plain"]) == (first.worker_lifespan, None)
+    assert find_lifespan(None, ["ls_first", "ls_second"]) == (
+        None,
+        "worker_lifespan is defined in ls_first, ls_second: choose one with --lifespan",
+    )
+    # --lifespan wins over the modules' own.
+    assert find_lifespan("ls_second:worker_lifespan", ["ls_first"]) == (
+        second.worker_lifespan,
+        None,
+    )
+    assert (
+        find_lifespan("ls_first", ["ls_first"])[1] == "--lifespan 'ls_first': expected module:attr"
+    )
