@@ -1,16 +1,15 @@
 """``Worker``: the lifecycle of one worker process (or one embedded worker).
 
 Order of life: resolve the fetch mode, beat once, open the lifespan (if
-given: ``worker/lifespan.py``), then start the duties and the processors.
-On stop: no more fetching; running jobs get
-``shutdown_timeout``; then they are cancelled (not a failure) and this
-process's own in-progress list is requeued at once, shielded, except jobs
-that finished but whose ack is still pending (dropped: that is their ack),
-failures that could not be filed and jobs whose thread was left running
-(both kept on the list for recovery). A plain ``def`` still in its thread
-when the wait ends is waited for (a thread can't be cancelled) until it
-returns or a second ``stop()``. Only then do
-the heartbeat keys go, and then the lifespan is closed.
+given: ``worker/lifespan.py``), then start the duties and the processors. On
+stop: no more fetching; running jobs get ``shutdown_timeout``; then they are
+cancelled (not a failure) and this process's own in-progress list is requeued
+at once, shielded, except jobs that finished but whose ack is still pending
+(dropped: that is their ack), failures that could not be filed and jobs whose
+thread was left running (both kept on the list for recovery). A plain ``def``
+still in its thread when the wait ends is waited for (a thread can't be
+cancelled) until it returns or a second ``stop()``. Only then do the heartbeat
+keys go, and then the lifespan is closed.
 """
 
 from __future__ import annotations
@@ -231,10 +230,13 @@ class Worker:
                 duties.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
-                await self._finish(redis)
-                if self._lifespan is not None:
-                    await self._lifespan.exit()
-                    self._lifespan = None
+                try:
+                    await self._finish(redis)
+                finally:
+                    # Last: every job is settled and our list requeued by now.
+                    if self._lifespan is not None:
+                        await self._lifespan.exit()
+                        self._lifespan = None
 
     async def _open_lifespan(self) -> bool:
         """Enter the lifespan, if any, in this task (the processors inherit its state).
