@@ -42,13 +42,13 @@ class JobContext:
             job["jid"],
             job["class"],
             job["queue"],
-            _tries_before(job.get("retry_count")),
+            tries_before(job.get("retry_count")),
             job.get("enqueued_at"),
             job,
         )
 
 
-def _tries_before(last_failure: object) -> int:
+def tries_before(last_failure: object) -> int:
     """Runs before this one, from the payload's index of its last failure."""
     if isinstance(last_failure, bool) or not isinstance(last_failure, int) or last_failure < 0:
         return 0

@@ -26,6 +26,7 @@ from opentelemetry.propagators.textmap import TextMapPropagator
 from opentelemetry.trace import SpanKind, Status, StatusCode, TracerProvider
 from opentelemetry.util.types import AttributeValue
 
+from cogworker_async.context import tries_before
 from cogworker_async.middleware import JobDict, Next
 
 TRACE_FIELD = "trace"
@@ -45,9 +46,10 @@ def _attributes(job: JobDict, operation: str) -> dict[str, AttributeValue]:
         value = job.get(name)
         if isinstance(value, str):
             attributes[attribute] = value
-    retry_count = job.get("retry_count")
-    if isinstance(retry_count, int) and not isinstance(retry_count, bool):
-        attributes["cogworker.retry_count"] = retry_count
+    # Which try this is, as current_job().retry_count says it: 0 on the first
+    # run, 1 on the first retry (the payload's own field is Sidekiq's index of
+    # the last failure, absent before the first one).
+    attributes["cogworker.retry_count"] = tries_before(job.get("retry_count"))
     return attributes
 
 

@@ -128,3 +128,29 @@ async def test_jobs_without_a_readable_trace_run_in_a_new_trace(
     assert len(runs) == 3
     assert all(span.parent is None for span in runs)
     assert len({span.context.trace_id for span in runs if span.context}) == 3
+
+
+async def test_the_run_span_says_which_try_as_current_job_does(
+    settings: Settings, tracing: Tracing, exporter: InMemorySpanExporter, redis: Redis, keys: Keys
+) -> None:
+    """The first run is try 0, the first retry (payload retry_count 0, Sidekiq's index) try 1."""
+    for jid, last_failure in (("d" * 24, None), ("e" * 24, 0), ("f" * 24, 4)):
+        job_dict: dict[str, object] = {
+            "jid": jid,
+            "class": "tr.work",
+            "args": [1],
+            "queue": "default",
+            "created_at": time.time(),
+            "enqueued_at": time.time(),
+        }
+        if last_failure is not None:
+            job_dict["retry_count"] = last_failure
+        await redis.lpush(keys.queue("default"), orjson.dumps(job_dict))
+    await redis.sadd(keys.queues, "default")
+    await run_until(settings, tracing, 3)
+    tries = {
+        span.attributes["messaging.message.id"]: span.attributes["cogworker.retry_count"]
+        for span in exporter.get_finished_spans()
+        if span.name == "cogworker.run tr.work" and span.attributes is not None
+    }
+    assert tries == {"d" * 24: 0, "e" * 24: 1, "f" * 24: 5}
