@@ -247,14 +247,30 @@ class GiveBackResult:
 
 
 async def give_back(
-    redis: Redis, keys: Keys, *, identity: str, jobs: Sequence[bytes], default_queue: str
+    redis: Redis,
+    keys: Keys,
+    *,
+    identity: str,
+    jobs: Sequence[bytes],
+    default_queue: str,
+    sources: Mapping[bytes, str] | None = None,
 ) -> GiveBackResult:
     """Put in-progress jobs back on their queues, those still listed, in one atomic call.
 
     Give the newest first: the last one given runs first. Jobs no longer
     listed (another process's requeue moved them) are neither given nor kept.
+    ``sources``: the queue a job was fetched from, where known; it goes back
+    there, else to the queue its payload names.
     """
-    args: list[EncodableArg] = [keys.queue_prefix, keys.wakeup_prefix, default_queue, *jobs]
+    targets = [sources.get(job, "") for job in jobs] if sources else [""] * len(jobs)
+    args: list[EncodableArg] = [
+        keys.queue_prefix,
+        keys.wakeup_prefix,
+        default_queue,
+        len(jobs),
+        *jobs,
+        *targets,
+    ]
     given, kept = await script("give_back").run(redis, [keys.in_progress(identity)], args)
     return GiveBackResult(int(given), [jobs[i - 1] for i in kept])
 

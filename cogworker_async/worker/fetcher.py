@@ -127,6 +127,7 @@ class Fetcher:
             logger=logger,
             rng=rng,
             on_wrong_type=on_wrong_type,
+            sources=self.sources_of,
         )
         # Put one job of ours back on its queue; False if it is still ours.
         self.give_back: Callable[[bytes], Awaitable[bool]] = self._give_back.one
@@ -239,7 +240,7 @@ class Fetcher:
             self._prune_at = max(SOURCES_PRUNE_AT, 2 * len(self._batches))
 
     def sources_of(self, jobs: Iterable[bytes]) -> dict[bytes, str]:
-        """The queue each of ``jobs`` was fetched from, where known (shutdown only).
+        """The queue each of ``jobs`` was fetched from, where known (shutdown, give back).
 
         Unknown for a job whose fetch reply never arrived: it goes back to the
         queue its payload names.

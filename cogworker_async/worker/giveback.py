@@ -17,7 +17,7 @@ import logging
 import random
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import anyio
 from redis.asyncio import Redis
@@ -40,8 +40,11 @@ class GiveBack:
         logger: logging.Logger,
         rng: random.Random,
         on_wrong_type: Callable[[], None] | None = None,
+        sources: Callable[[Sequence[bytes]], Mapping[bytes, str]] | None = None,
     ) -> None:
         self._redis = redis
+        # Where each job was fetched from (the fetcher knows): it goes back there.
+        self._sources = sources
         self._keys = keys
         self._identity = identity
         self._default_queue = default_queue
@@ -119,6 +122,7 @@ class GiveBack:
                     identity=self._identity,
                     jobs=jobs,
                     default_queue=self._default_queue,
+                    sources=self._sources(jobs) if self._sources is not None else None,
                 )
             except Exception as exc:  # noqa: BLE001 - unanswered: it may have run, so ask again
                 self._outage.failed(exc)  # once per episode

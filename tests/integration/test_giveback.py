@@ -100,3 +100,25 @@ async def test_jobs_a_queue_refuses_are_kept_oldest_first(redis: Redis, keys: Ke
     await redis.set(keys.queue("q"), "not a list")
     assert await _in_background(_give_back(redis, keys), [b, a]) == [a, b]
     assert await redis.lrange(keys.in_progress(ME), 0, -1) == [b, a]
+
+
+async def test_a_job_goes_back_to_the_queue_it_was_fetched_from(redis: Redis, keys: Keys) -> None:
+    """Its payload names another queue (a producer's choice): it still goes back to "q"."""
+    elsewhere = make_job("p")
+    await enqueue(redis, keys, "q", elsewhere)
+    got = await commands.fetch(
+        redis, keys, identity=ME, queues=["q"], want=1, acks=[], reliable=True
+    )
+    assert got.jobs == [elsewhere]
+    back = GiveBack(
+        redis,
+        keys,
+        identity=ME,
+        default_queue="q",
+        logger=logging.getLogger("test.giveback"),
+        rng=random.Random(1),
+        sources=lambda jobs: dict.fromkeys(jobs, "q"),
+    )
+    assert await back.one(elsewhere) is True
+    assert await drain(redis, keys.queue("q")) == [elsewhere]
+    assert await redis.llen(keys.queue("p")) == 0
