@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import anyio
@@ -31,7 +32,11 @@ async def _fetched(redis: Redis, keys: Keys, count: int) -> list[bytes]:
     return got.jobs
 
 
-def _give_back(redis: Redis, keys: Keys) -> GiveBack:
+def _give_back(
+    redis: Redis,
+    keys: Keys,
+    sources: Callable[[Sequence[bytes]], Mapping[bytes, str]] | None = None,
+) -> GiveBack:
     return GiveBack(
         redis,
         keys,
@@ -39,6 +44,7 @@ def _give_back(redis: Redis, keys: Keys) -> GiveBack:
         default_queue="q",
         logger=logging.getLogger("test.giveback"),
         rng=random.Random(1),
+        sources=sources,
     )
 
 
@@ -110,15 +116,7 @@ async def test_a_job_goes_back_to_the_queue_it_was_fetched_from(redis: Redis, ke
         redis, keys, identity=ME, queues=["q"], want=1, acks=[], reliable=True
     )
     assert got.jobs == [elsewhere]
-    back = GiveBack(
-        redis,
-        keys,
-        identity=ME,
-        default_queue="q",
-        logger=logging.getLogger("test.giveback"),
-        rng=random.Random(1),
-        sources=lambda jobs: dict.fromkeys(jobs, "q"),
-    )
+    back = _give_back(redis, keys, sources=lambda jobs: dict.fromkeys(jobs, "q"))
     assert await back.one(elsewhere) is True
     assert await drain(redis, keys.queue("q")) == [elsewhere]
     assert await redis.llen(keys.queue("p")) == 0

@@ -111,18 +111,7 @@ async def test_jobs_without_a_readable_trace_run_in_a_new_trace(
     settings: Settings, tracing: Tracing, exporter: InMemorySpanExporter, redis: Redis, keys: Keys
 ) -> None:
     for jid, carried in (("a" * 24, None), ("b" * 24, "garbage"), ("c" * 24, {"traceparent": 5})):
-        job_dict: dict[str, object] = {
-            "jid": jid,
-            "class": "tr.work",
-            "args": [1],
-            "queue": "default",
-            "created_at": time.time(),
-            "enqueued_at": time.time(),
-        }
-        if carried is not None:
-            job_dict[TRACE_FIELD] = carried
-        await redis.lpush(keys.queue("default"), orjson.dumps(job_dict))
-    await redis.sadd(keys.queues, "default")
+        await _push_work(redis, keys, jid, {} if carried is None else {TRACE_FIELD: carried})
     await run_until(settings, tracing, 3)
     runs = [s for s in exporter.get_finished_spans() if s.name == "cogworker.run tr.work"]
     assert len(runs) == 3
@@ -135,18 +124,9 @@ async def test_the_run_span_says_which_try_as_current_job_does(
 ) -> None:
     """The first run is try 0, the first retry (payload retry_count 0, Sidekiq's index) try 1."""
     for jid, last_failure in (("d" * 24, None), ("e" * 24, 0), ("f" * 24, 4)):
-        job_dict: dict[str, object] = {
-            "jid": jid,
-            "class": "tr.work",
-            "args": [1],
-            "queue": "default",
-            "created_at": time.time(),
-            "enqueued_at": time.time(),
-        }
-        if last_failure is not None:
-            job_dict["retry_count"] = last_failure
-        await redis.lpush(keys.queue("default"), orjson.dumps(job_dict))
-    await redis.sadd(keys.queues, "default")
+        await _push_work(
+            redis, keys, jid, {} if last_failure is None else {"retry_count": last_failure}
+        )
     await run_until(settings, tracing, 3)
     tries = {
         span.attributes["messaging.message.id"]: span.attributes["cogworker.retry_count"]
@@ -154,3 +134,18 @@ async def test_the_run_span_says_which_try_as_current_job_does(
         if span.name == "cogworker.run tr.work" and span.attributes is not None
     }
     assert tries == {"d" * 24: 0, "e" * 24: 1, "f" * 24: 5}
+
+
+async def _push_work(redis: Redis, keys: Keys, jid: str, extra: dict[str, object]) -> None:
+    """A ``tr.work`` payload as another producer would push it, with ``extra`` fields."""
+    job_dict: dict[str, object] = {
+        "jid": jid,
+        "class": "tr.work",
+        "args": [1],
+        "queue": "default",
+        "created_at": time.time(),
+        "enqueued_at": time.time(),
+        **extra,
+    }
+    await redis.lpush(keys.queue("default"), orjson.dumps(job_dict))
+    await redis.sadd(keys.queues, "default")
