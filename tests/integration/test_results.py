@@ -67,9 +67,12 @@ async def test_a_result_round_trip_async_and_sync(settings: Settings) -> None:
         handle = await client.enqueue(add, 2, 3)
         by_options = await client.enqueue(plain.options(keep_result=30))
         threaded = await client.enqueue(mul, 6, 7)
-        assert isinstance(handle, JobHandle) and isinstance(handle, str)
-        assert handle == handle.jid and len(handle.jid) == 24
-        assert by_options is not None and threaded is not None
+        assert isinstance(handle, JobHandle)
+        assert isinstance(handle, str)
+        assert handle == handle.jid
+        assert len(handle.jid) == 24
+        assert by_options is not None
+        assert threaded is not None
         async with Worker(settings, jobs=ALL):
             assert await handle.result(timeout=10) == {"sum": 5}
             assert await by_options.result(timeout=10) == 7
@@ -102,7 +105,8 @@ async def test_a_terminal_failure_raises_job_failed_with_its_class_and_message(
     async with Client(settings) as client:
         dead = await client.enqueue(boom, "x")
         gone = await client.enqueue(discarded)
-        assert dead is not None and gone is not None
+        assert dead is not None
+        assert gone is not None
         async with Worker(settings, jobs=ALL):
             with pytest.raises(JobFailed) as failed:
                 await dead.result(timeout=10)
@@ -155,7 +159,8 @@ async def test_a_return_value_that_is_not_json_fails_the_job_clearly(
     assert failed.value.error_class == "ResultNotJSON"
     assert "res.not_json returned set, which is not JSON" in failed.value.error_message
     [entry] = [orjson.loads(e) for e in await redis.zrange(keys.dead, 0, -1)]
-    assert entry["jid"] == handle.jid and entry["error_class"] == "ResultNotJSON"
+    assert entry["jid"] == handle.jid
+    assert entry["error_class"] == "ResultNotJSON"
 
 
 async def test_a_plain_job_keeps_no_result_and_writes_no_status(
