@@ -5,19 +5,24 @@ because of an infrastructure fault, and a job that kills its own process is
 stopped after a bounded number of tries.
 """
 
-from cogworker_async.client import Client
+from cogworker_async.client import Client, JobHandle
 from cogworker_async.context import JobContext, current_job
 from cogworker_async.errors import (
     CogworkerError,
     ConfigurationError,
     JobError,
+    JobFailed,
     JobTimeout,
     ProcessDied,
+    ResultExpired,
+    ResultNotJSON,
+    ResultTimeout,
     UnknownJob,
     UnparseableJob,
 )
 from cogworker_async.jobs import BoundJob, JobFunction, job
 from cogworker_async.settings import Settings
+from cogworker_async.tracking import JobStatus
 from cogworker_async.worker.worker import Worker
 
 __version__ = "0.1.0"
@@ -29,9 +34,15 @@ __all__ = [
     "ConfigurationError",
     "JobContext",
     "JobError",
+    "JobFailed",
     "JobFunction",
+    "JobHandle",
+    "JobStatus",
     "JobTimeout",
     "ProcessDied",
+    "ResultExpired",
+    "ResultNotJSON",
+    "ResultTimeout",
     "Settings",
     "UnknownJob",
     "UnparseableJob",
