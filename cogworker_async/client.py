@@ -31,6 +31,7 @@ from cogworker_async.jobs import (
     JobFunction,
     JobOptions,
     check_timing,
+    payload_options,
 )
 from cogworker_async.keys import Keys
 from cogworker_async.middleware import ClientMiddleware, run_client_chain
@@ -157,17 +158,7 @@ class Client:
     ) -> tuple[dict[str, Any] | None, float | None]:
         name, options = _resolve(target)
         due = _due(options, now)
-        extra: dict[str, Any] = {"retry": options.retry, "timeout": options.timeout}
-        # Only a job that asks carries these (None is left out of the payload).
-        keep_result = options.keep_result or self.settings.keep_result
-        if keep_result:
-            extra["keep_result"] = keep_result
-        # An explicit status=False is carried too: it opts out of status_tracking.
-        status = (
-            (self.settings.status_tracking or None) if options.status is None else options.status
-        )
-        if status is not None:
-            extra["status"] = status
+        extra = payload_options(options, self.settings)
         job = payload.build(
             name, args, kwargs, check_queue_name(options.queue), now=now, extra=extra
         )

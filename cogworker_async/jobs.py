@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from cogworker_async.errors import ConfigurationError
-from cogworker_async.settings import check_queue_name
+from cogworker_async.settings import Settings, check_queue_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -75,6 +75,23 @@ class JobOptions:
     keep_result: float | None = None
     # Track ``<ns>:status:<jid>`` for this job (``Client.status``).
     status: bool | None = None
+
+
+def payload_options(options: JobOptions, settings: Settings) -> dict[str, Any]:
+    """The options a payload carries (None values are left out of it).
+
+    ``keep_result`` and ``status`` only for a job that asks (or by setting): a
+    plain job's payload is what it was. An explicit ``status=False`` is carried
+    too: it opts that job out of ``status_tracking``.
+    """
+    extra: dict[str, Any] = {"retry": options.retry, "timeout": options.timeout}
+    keep_result = options.keep_result or settings.keep_result
+    if keep_result:
+        extra["keep_result"] = keep_result
+    status = (settings.status_tracking or None) if options.status is None else options.status
+    if status is not None:
+        extra["status"] = status
+    return extra
 
 
 F = TypeVar("F", bound="JobFunction[Any, Any]")

@@ -180,3 +180,10 @@ async def test_a_plain_job_keeps_no_result_and_writes_no_status(
             await handle.result(timeout=0.1)
     assert await redis.keys(f"{keys.ns}:result*") == []
     assert await redis.keys(f"{keys.ns}:status*") == []
+
+
+async def test_enqueue_many_keeps_results_when_asked(settings: Settings) -> None:
+    async with Client(settings) as client:
+        jids = await client.enqueue_many(plain.options(keep_result=30), [(), ()])
+        async with Worker(settings, jobs=ALL):
+            assert [await client.result(j, timeout=10) for j in jids] == [7, 7]
