@@ -61,6 +61,10 @@ class JobHandle(str):
         handle._client = client
         return handle
 
+    def __reduce__(self) -> tuple[type[str], tuple[str]]:
+        # Pickled or copied (a task queue's args, a cache), it is the jid alone.
+        return (str, (str(self),))
+
     @property
     def jid(self) -> str:
         return str(self)

@@ -10,12 +10,14 @@ the job at the handler.
 from __future__ import annotations
 
 import asyncio
+import pickle
+from typing import Any
 
 import orjson
 import pytest
 from redis.asyncio import Redis
 
-from cogworker_async import Client, Settings, Worker, job
+from cogworker_async import Client, JobFunction, Settings, Worker, job
 from cogworker_async.client import JobHandle
 from cogworker_async.errors import JobFailed, ResultExpired, ResultTimeout
 from cogworker_async.keys import Keys
@@ -59,7 +61,7 @@ async def plain() -> int:
     return 7
 
 
-ALL = [add, mul, boom, discarded, short, not_json, plain]
+ALL: list[JobFunction[Any, Any]] = [add, mul, boom, discarded, short, not_json, plain]
 
 
 async def test_a_result_round_trip_async_and_sync(settings: Settings) -> None:
@@ -158,7 +160,8 @@ async def test_a_return_value_that_is_not_json_fails_the_job_clearly(
                 await handle.result(timeout=10)
     assert failed.value.error_class == "ResultNotJSON"
     assert "res.not_json returned set, which is not JSON" in failed.value.error_message
-    [entry] = [orjson.loads(e) for e in await redis.zrange(keys.dead, 0, -1)]
+    entries: list[bytes] = await redis.zrange(keys.dead, 0, -1)  # type: ignore[assignment]
+    [entry] = [orjson.loads(e) for e in entries]
     assert entry["jid"] == handle.jid
     assert entry["error_class"] == "ResultNotJSON"
 
@@ -187,3 +190,17 @@ async def test_enqueue_many_keeps_results_when_asked(settings: Settings) -> None
         jids = await client.enqueue_many(plain.options(keep_result=30), [(), ()])
         async with Worker(settings, jobs=ALL):
             assert [await client.result(j, timeout=10) for j in jids] == [7, 7]
+
+
+async def test_the_handle_pickles_as_its_jid_and_bad_keep_result_is_refused(
+    settings: Settings,
+) -> None:
+    async with Client(settings) as client:
+        handle = await client.enqueue(add, 1, 2)
+    assert handle is not None
+    assert pickle.loads(pickle.dumps(handle)) == handle.jid
+    assert orjson.loads(orjson.dumps({"jid": handle})) == {"jid": handle.jid}
+    with pytest.raises(ValueError, match="keep_result must be positive"):
+        add.options(keep_result=-1)
+    with pytest.raises(TypeError, match="keep_result must be a number"):
+        job(keep_result=True)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
 import anyio
 import pytest
 from redis.asyncio import Redis
 
-from cogworker_async import Client, Settings, Worker, job, payload
+from cogworker_async import Client, JobFunction, Settings, Worker, job, payload
 from cogworker_async.keys import Keys
 from cogworker_async.tracking import JobStatus
 from tests.helpers import wait_for
@@ -60,7 +61,7 @@ async def with_result() -> str:
     return "done"
 
 
-ALL = [ok, slow, flaky, dies, dropped, plain, with_result]
+ALL: list[JobFunction[Any, Any]] = [ok, slow, flaky, dies, dropped, plain, with_result]
 
 
 async def _state_is(client: Client, jid: str, state: str) -> bool:
