@@ -5,20 +5,25 @@ because of an infrastructure fault, and a job that kills its own process is
 stopped after a bounded number of tries.
 """
 
-from cogworker_async.client import Client
+from cogworker_async.client import Client, JobHandle
 from cogworker_async.context import JobContext, current_job, lifespan_state
 from cogworker_async.errors import (
     CogworkerError,
     ConfigurationError,
     JobError,
+    JobFailed,
     JobTimeout,
     LifespanError,
     ProcessDied,
+    ResultExpired,
+    ResultNotJSON,
+    ResultTimeout,
     UnknownJob,
     UnparseableJob,
 )
 from cogworker_async.jobs import BoundJob, JobFunction, job
 from cogworker_async.settings import Settings
+from cogworker_async.tracking import JobStatus
 from cogworker_async.worker.worker import Worker
 
 __version__ = "0.1.0"
@@ -30,10 +35,16 @@ __all__ = [
     "ConfigurationError",
     "JobContext",
     "JobError",
+    "JobFailed",
     "JobFunction",
+    "JobHandle",
+    "JobStatus",
     "JobTimeout",
     "LifespanError",
     "ProcessDied",
+    "ResultExpired",
+    "ResultNotJSON",
+    "ResultTimeout",
     "Settings",
     "UnknownJob",
     "UnparseableJob",

@@ -35,6 +35,7 @@ from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings, check_queue_name
 from cogworker_async.store.connection import connect
 from cogworker_async.store.faults import is_outage
+from cogworker_async.tracking import JobStatus, read_status
 
 # No pretty (rich) tracebacks: ``main`` turns every user mistake into one line,
 # and a bug's plain traceback must not print the settings' locals (the password).
@@ -268,6 +269,30 @@ def enqueue(
         typer.echo(done.describe(name), err=True)
     for warning in done.warnings:
         typer.echo(f"warning: {warning}", err=True)
+
+
+@app.command()
+def status(
+    jid: Annotated[str, typer.Argument(help="The job's jid")],
+    json_out: JsonFlag = False,
+    redis_url: RedisUrl = None,
+    namespace: Namespace = None,
+) -> None:
+    """A job's status (jobs with status tracking on): state, times, last error."""
+    settings = build_settings(redis_url=redis_url, namespace=namespace)
+
+    async def action(redis: Redis, keys: Keys) -> JobStatus | None:
+        return await read_status(redis, keys, jid.strip())
+
+    found = run_redis(settings, action)
+    if found is None:
+        raise fail(f"no status for job {jid}: unknown, not tracked (status=True), or expired", 1)
+    if json_out:
+        typer.echo(json.dumps(found.as_dict(), indent=2))
+        return
+    for name, value in found.as_dict().items():
+        if value is not None:
+            typer.echo(f"{name:<14} {value}")
 
 
 @app.command()

@@ -13,6 +13,7 @@ the client says so, and what the live processes suggest is wrong.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterable, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -30,15 +31,52 @@ from cogworker_async.jobs import (
     JobFunction,
     JobOptions,
     check_timing,
+    payload_options,
 )
 from cogworker_async.keys import Keys
 from cogworker_async.middleware import ClientMiddleware, run_client_chain
 from cogworker_async.settings import Settings, check_queue_name
 from cogworker_async.store.connection import connect
 from cogworker_async.store.scripts import script
+from cogworker_async.tracking import JobStatus, StatusWriter, read_status, wait_result
 
 # EnqueuedByName (what enqueue_by_name returns) is part of this module's API.
-__all__ = ["Client", "EnqueuedByName"]
+__all__ = ["Client", "EnqueuedByName", "JobHandle"]
+
+_log = logging.getLogger("cogworker_async.client")
+
+
+class JobHandle(str):
+    """What ``enqueue`` returns: the jid itself (a ``str``, as before), and a way to
+    its result and status.
+
+    ``await handle.result(timeout=10)`` needs the job to keep its result
+    (``keep_result``); ``await handle.status()`` needs status tracking.
+    """
+
+    _client: Client
+
+    def __new__(cls, jid: str, client: Client) -> JobHandle:
+        handle = super().__new__(cls, jid)
+        handle._client = client
+        return handle
+
+    def __reduce__(self) -> tuple[type[str], tuple[str]]:
+        # Pickled or copied (a task queue's args, a cache), it is the jid alone.
+        return (str, (str(self),))
+
+    @property
+    def jid(self) -> str:
+        return str(self)
+
+    async def result(self, timeout: float | None = None) -> Any:  # noqa: ASYNC109 - the API peers use
+        """See ``Client.result``."""
+        return await self._client.result(self.jid, timeout=timeout)
+
+    async def status(self) -> JobStatus | None:
+        """See ``Client.status``."""
+        return await self._client.status(self.jid)
+
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -100,6 +138,7 @@ class Client:
             self.redis, self.keys, heartbeat_interval=self.settings.heartbeat_interval
         )
         self._schedule_keys = [self.keys.schedule, self.keys.schedule_wakeup]
+        self._status: StatusWriter | None = None  # made by the first job that tracks it
 
     async def __aenter__(self) -> Client:
         return self
@@ -113,6 +152,8 @@ class Client:
         await self.close()
 
     async def close(self) -> None:
+        if self._status is not None:
+            await self._status.drain()
         if self._own_redis:
             await self.redis.aclose()
 
@@ -121,7 +162,7 @@ class Client:
     ) -> tuple[dict[str, Any] | None, float | None]:
         name, options = _resolve(target)
         due = _due(options, now)
-        extra: dict[str, Any] = {"retry": options.retry, "timeout": options.timeout}
+        extra = payload_options(options, self.settings)
         job = payload.build(
             name, args, kwargs, check_queue_name(options.queue), now=now, extra=extra
         )
@@ -137,13 +178,14 @@ class Client:
     @overload
     async def enqueue(
         self, target: JobFunction[P, R] | BoundJob[P, R], *args: P.args, **kwargs: P.kwargs
-    ) -> str | None: ...
+    ) -> JobHandle | None: ...
 
     @overload
-    async def enqueue(self, target: str, *args: Any, **kwargs: Any) -> str | None: ...
+    async def enqueue(self, target: str, *args: Any, **kwargs: Any) -> JobHandle | None: ...
 
-    async def enqueue(self, target: Target, *args: Any, **kwargs: Any) -> str | None:
-        """Enqueue one job; returns its jid, or ``None`` if middleware dropped it.
+    async def enqueue(self, target: Target, *args: Any, **kwargs: Any) -> JobHandle | None:
+        """Enqueue one job; returns its handle (the jid, a ``str``), or ``None`` if
+        middleware dropped it.
 
         By name (a string), a job declared in this process takes its options;
         an unknown name goes to ``default`` and the client logs so (WARNING
@@ -153,9 +195,41 @@ class Client:
         if isinstance(target, str):
             done = await self.enqueue_by_name(target, args, kwargs)
             self._live.tell(target, done.jid, done)
-            return done.jid
+            return None if done.jid is None else JobHandle(done.jid, self)
         job = await self._enqueue(target, args, kwargs)
-        return None if job is None else str(job["jid"])
+        return None if job is None else JobHandle(str(job["jid"]), self)
+
+    async def result(self, jid: str, timeout: float | None = None) -> Any:  # noqa: ASYNC109 - the API peers use
+        """The value job ``jid`` returned, waiting up to ``timeout`` s for it (None: no limit).
+
+        The job must keep its result (``keep_result``). Waiting is a blocking
+        read, so it may start before the job is even fetched. Raises
+        ``JobFailed`` (with ``error_class``, ``error_message``) if the job
+        failed terminally (dead or discarded), ``ResultTimeout`` if none came
+        in time, ``ResultExpired`` if it finished but its result is gone
+        (``keep_result`` ran out; told apart for a day after).
+        Each waiter holds a pooled connection while it waits.
+        """
+        chunk = max(self.settings.socket_timeout / 2, 0.05)
+        return await wait_result(self.redis, self.keys, jid, timeout, chunk=chunk)
+
+    async def status(self, jid: str) -> JobStatus | None:
+        """Job ``jid``'s status, or None (not tracked, unknown, or past ``status_ttl``)."""
+        return await read_status(self.redis, self.keys, jid)
+
+    def _write_status(self, job: dict[str, Any], due: float | None) -> None:
+        if self._status is None:
+            self._status = StatusWriter(self.redis, self.keys, self.settings.status_ttl, _log)
+        fields: dict[str, Any] = {
+            "state": "queued" if due is None else "scheduled",
+            "class": job["class"],
+            "queue": job["queue"],
+            "enqueued_at": job["enqueued_at"],
+            "updated_at": time.time(),
+        }
+        if due is not None:
+            fields["run_at"] = due
+        self._status.write(str(job["jid"]), fields, initial=True)
 
     async def _enqueue(
         self, target: Target, args: Sequence[Any], kwargs: Mapping[str, Any]
@@ -169,6 +243,8 @@ class Client:
             await script("schedule").run(self.redis, self._schedule_keys, [due, encoded])
         else:
             await self._push(job["queue"], encoded)
+        if job.get("status"):
+            self._write_status(job, due)  # best effort, in the background
         return job
 
     async def enqueue_by_name(

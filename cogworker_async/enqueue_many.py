@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cogworker_async import payload
-from cogworker_async.jobs import BoundJob, JobArgs, JobFunction, JobOptions
+from cogworker_async.jobs import BoundJob, JobArgs, JobFunction, JobOptions, payload_options
 from cogworker_async.store.scripts import EncodableArg, script
 
 if TYPE_CHECKING:
@@ -60,7 +60,7 @@ class ManyBatch:
         # Without middleware every job has the same name, options and due
         # time: resolved once, and each job costs a dict and one encode.
         self.name, self.options = name, options
-        self.extra = {"retry": self.options.retry, "timeout": self.options.timeout}
+        self.extra = payload_options(self.options, client.settings)
         self.due = due
         self.fresh_jids = payload.jid_source()
         self.jids: list[str] = []

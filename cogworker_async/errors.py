@@ -6,10 +6,15 @@
     ├── ConfigurationError      bad settings, module or queue spec given by the user
     ├── ScriptError             a Lua script could not be loaded (missing/cyclic include)
     ├── LifespanError           the worker's lifespan failed at start-up (no job was taken)
+    ├── ResultError             waiting for a job's result (``Client.result``) did not give one
+    │   ├── JobFailed           the job failed terminally (dead or discarded): its class, message
+    │   ├── ResultTimeout       no result within the timeout
+    │   └── ResultExpired       the job finished but its result's ``keep_result`` ran out
     └── JobError                recorded on a job as its ``error_class``
         ├── UnparseableJob      payload is not a JSON object with a queue
         ├── UnknownJob          no handler registered under the job's ``class``
         ├── JobTimeout          the handler ran past its ``timeout``
+        ├── ResultNotJSON       a ``keep_result`` job returned a value that is not JSON
         └── ProcessDied         its process died while running it too often
 
 Mistakes in arguments (a non-JSON argument at enqueue) stay builtins:
@@ -53,3 +58,29 @@ class JobTimeout(JobError):
 
 class ProcessDied(JobError):
     """Its process died while running it more than ``max_orphanings`` times."""
+
+
+class ResultNotJSON(JobError):
+    """A job that keeps its result returned a value that is not JSON."""
+
+
+class ResultError(CogworkerError):
+    """Waiting for a job's result did not give one."""
+
+
+class JobFailed(ResultError):
+    """The job failed terminally (dead, or discarded): ``error_class``, ``error_message``."""
+
+    def __init__(self, jid: str, error_class: str, error_message: str) -> None:
+        super().__init__(f"job {jid} failed: {error_class}: {error_message}")
+        self.jid = jid
+        self.error_class = error_class
+        self.error_message = error_message
+
+
+class ResultTimeout(ResultError, TimeoutError):
+    """No result within the timeout (the job may still be waiting or running)."""
+
+
+class ResultExpired(ResultError):
+    """The job finished, but its result is no longer kept (``keep_result`` ran out)."""

@@ -12,7 +12,7 @@ from types import ModuleType
 from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from cogworker_async.errors import ConfigurationError
-from cogworker_async.settings import check_queue_name
+from cogworker_async.settings import Settings, check_queue_name
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -53,6 +53,15 @@ def check_timeout(timeout: float | None) -> None:
         raise ValueError(f"timeout must be positive and finite (seconds), got {timeout}")
 
 
+def check_keep_result(keep_result: float | None) -> None:
+    if keep_result is None:
+        return
+    if isinstance(keep_result, bool) or not isinstance(keep_result, int | float):
+        raise TypeError(f"keep_result must be a number of seconds, got {keep_result!r}")
+    if not (math.isfinite(keep_result) and keep_result > 0):
+        raise ValueError(f"keep_result must be positive and finite (seconds), got {keep_result}")
+
+
 @dataclass(frozen=True, slots=True)
 class JobOptions:
     """Per-job options; ``None`` means "the default" (settings or the job's own)."""
@@ -62,6 +71,27 @@ class JobOptions:
     timeout: float | None = None
     delay: float | None = None
     at: datetime | float | None = None
+    # Keep the handler's (JSON) return value this many seconds (``Client.result``).
+    keep_result: float | None = None
+    # Track ``<ns>:status:<jid>`` for this job (``Client.status``).
+    status: bool | None = None
+
+
+def payload_options(options: JobOptions, settings: Settings) -> dict[str, Any]:
+    """The options a payload carries (None values are left out of it).
+
+    ``keep_result`` and ``status`` only for a job that asks (or by setting): a
+    plain job's payload is what it was. An explicit ``status=False`` is carried
+    too: it opts that job out of ``status_tracking``.
+    """
+    extra: dict[str, Any] = {"retry": options.retry, "timeout": options.timeout}
+    keep_result = options.keep_result or settings.keep_result
+    if keep_result:
+        extra["keep_result"] = keep_result
+    status = (settings.status_tracking or None) if options.status is None else options.status
+    if status is not None:
+        extra["status"] = status
+    return extra
 
 
 F = TypeVar("F", bound="JobFunction[Any, Any]")
@@ -96,6 +126,8 @@ class JobFunction(Generic[P, R]):
         self.defaults = options
         self.retry_in = retry_in
         self.is_async = inspect.iscoroutinefunction(fn)
+        # Read on every job: does it keep a result or track its status by default?
+        self.tracks = options.keep_result is not None or options.status is not None
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -117,10 +149,14 @@ class JobFunction(Generic[P, R]):
         at: datetime | float | None = None,
         retry: RetryOption | None = None,
         timeout: float | None = None,
+        keep_result: float | None = None,
+        status: bool | None = None,
     ) -> BoundJob[P, R]:
-        """This job with options for one enqueue (queue, delay/at, retry, timeout)."""
+        """This job with options for one enqueue (queue, delay/at, retry, timeout,
+        keep_result, status)."""
         check_timing(delay, at)
         check_timeout(timeout)
+        check_keep_result(keep_result)
         if queue is not None:
             check_queue_name(queue)
         base = self.defaults
@@ -131,6 +167,8 @@ class JobFunction(Generic[P, R]):
             at=at,
             retry=base.retry if retry is None else retry,
             timeout=base.timeout if timeout is None else timeout,
+            keep_result=base.keep_result if keep_result is None else keep_result,
+            status=base.status if status is None else status,
         )
         return BoundJob(self, merged)
 
@@ -163,6 +201,8 @@ def job(
     retry: RetryOption | None = None,
     timeout: float | None = None,
     retry_in: RetryIn | None = None,
+    keep_result: float | None = None,
+    status: bool | None = None,
 ) -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
 
 
@@ -175,18 +215,25 @@ def job(
     retry: RetryOption | None = None,
     timeout: float | None = None,
     retry_in: RetryIn | None = None,
+    keep_result: float | None = None,
+    status: bool | None = None,
 ) -> JobFunction[P, R] | Callable[[Callable[P, R]], JobFunction[P, R]]:
     """Declare a job handler (``async def``, or a plain ``def`` run in a worker thread).
 
     The name defaults to ``module.qualname``; it is what travels in the payload's
     ``class`` field, so renaming a function needs ``name=`` to keep old jobs running.
+    ``keep_result=seconds`` keeps its JSON return value for ``Client.result``;
+    ``status=True`` tracks it in ``<ns>:status:<jid>`` for ``Client.status``.
     """
     check_timeout(timeout)
+    check_keep_result(keep_result)
     check_queue_name(queue)
 
     def wrap(target: Callable[P, R]) -> JobFunction[P, R]:
         job_name = name or f"{target.__module__}.{target.__qualname__}"
-        options = JobOptions(queue=queue, retry=retry, timeout=timeout)
+        options = JobOptions(
+            queue=queue, retry=retry, timeout=timeout, keep_result=keep_result, status=status
+        )
         function = JobFunction(target, job_name, options, retry_in)
         _declared[job_name] = function
         return function

@@ -154,5 +154,13 @@ class Keys:
     def status(self, jid: str) -> str:
         return f"{self.ns}:status:{jid}"
 
+    def result(self, jid: str) -> str:
+        """A kept result: a one-element list (so a waiter can BLMOVE it onto itself), TTL."""
+        return f"{self.ns}:result:{jid}"
+
+    def result_gone(self, jid: str) -> str:
+        """Outlives its result by a day: a waiter tells "expired" from "not done yet"."""
+        return f"{self.ns}:result_gone:{jid}"
+
     def quarantine(self, key: str) -> str:
         return f"{self.ns}:quarantine:{key}"

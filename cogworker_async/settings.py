@@ -108,6 +108,13 @@ class Settings(BaseSettings):
     socket_timeout: float = Field(default=10.0, gt=0)
     job_timeout: float | None = Field(default=None, gt=0)
     error_message_max: int = Field(default=1000, ge=16)
+    # Results and status (opt-in per job; these turn them on for every job).
+    # keep_result: seconds a handler's JSON return value is kept (None: only
+    # for jobs that ask, ``@job(keep_result=...)``).
+    keep_result: float | None = Field(default=None, gt=0)
+    # Track every job's status in <ns>:status:<jid> (off: only jobs that ask).
+    status_tracking: bool = False
+    status_ttl: float = Field(default=24 * 3600.0, gt=0)
     # Jobs fetched ahead of demand per process (None: a quarter of concurrency;
     # 0: none). Hides the fetch round trip. Safe beside a job that crashes its
     # process: a job orphaned twice runs alone, with nothing prefetched beside it.

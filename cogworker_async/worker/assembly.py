@@ -26,6 +26,7 @@ from cogworker_async.worker.heartbeat import Heartbeat
 from cogworker_async.worker.keyguard import KeyGuard
 from cogworker_async.worker.processor import Processors
 from cogworker_async.worker.settlement import Settler
+from cogworker_async.worker.tracking import Tracker
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +100,7 @@ def build_parts(
         default_timeout=settings.job_timeout,
         concurrency=settings.concurrency,
         logger=logger,
+        tracker=Tracker(redis, keys, settings, logger),
     )
     # What the fetcher may forget the source queue of: none of these.
     fetcher.ours = known_jobs

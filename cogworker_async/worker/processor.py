@@ -18,6 +18,7 @@ import difflib
 import functools
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import anyio
@@ -32,6 +33,7 @@ from cogworker_async.worker.fetcher import Fetcher
 from cogworker_async.worker.settlement import Settler
 from cogworker_async.worker.suspects import SUSPECT_PREFIX, Suspects
 from cogworker_async.worker.threads import HandlerThreads, cancelled_by_us
+from cogworker_async.worker.tracking import Tracker
 
 
 class RunningJob:
@@ -59,12 +61,16 @@ class Processors:
         concurrency: int,
         logger: logging.Logger,
         alone_wait: float | None = None,
+        tracker: Tracker | None = None,
     ) -> None:
         self._fetcher = fetcher
         self._settler = settler
         self._registry = registry
         self._middleware = middleware
         self._default_timeout = default_timeout
+        # Status and results: only jobs that ask pay for them (one flag check).
+        self._tracker = tracker
+        self._track_all = tracker is not None and tracker.all
         self._log = logger
         self._debug = logger.isEnabledFor(logging.DEBUG)
         self.running: dict[int, RunningJob] = {}
@@ -86,6 +92,11 @@ class Processors:
         self._quiet = self._suspects.quiet
         # Jobs whose thread was left running: kept on the list by the shutdown.
         self.left_running = self._threads.left_running
+
+    async def drain_tracking(self) -> None:
+        """Wait (bounded) for status writes still out, before the connection closes."""
+        if self._tracker is not None:
+            await self._tracker.status.drain()
 
     def snapshot(self) -> dict[str, str]:
         """What each slot runs now, for the heartbeat's workers hash (read from its thread)."""
@@ -143,7 +154,15 @@ class Processors:
             set_current(job)
             if self._debug:
                 self._log.debug("jid=%s %s start queue=%s", job["jid"], job["class"], job["queue"])
+            # Inlined _tracked(): a plain job pays these flag checks, not a call.
             if (
+                self._track_all
+                or "status" in job
+                or "keep_result" in job
+                or (function is not None and function.tracks)
+            ):
+                await self._run_tracked(slot, raw, job, function, started)
+            elif (
                 function is not None
                 and function.is_async
                 and not self._middleware
@@ -174,6 +193,8 @@ class Processors:
             # socket timeout; an outage keeps it pending).
             with anyio.CancelScope(shield=True):
                 await self._settler.file(filing)
+                if self._tracker is not None and self._tracked(job, function):
+                    await self._tracker.failed(slot, job, function, exc, filing)
         else:
             self._fetcher.ack(raw, job["jid"])
             if self._debug:
@@ -189,17 +210,49 @@ class Processors:
             if not self.running:
                 self._quiet.set()
 
-    async def _run(
-        self, raw: bytes, job: dict[str, Any], function: JobFunction[Any, Any] | None
+    def _tracked(self, job: dict[str, Any], function: JobFunction[Any, Any] | None) -> bool:
+        """Does this job keep a result or track its status? (The plain job's cost: this.)"""
+        return (
+            self._track_all
+            or "status" in job
+            or "keep_result" in job
+            or (function is not None and function.tracks)
+        )
+
+    async def _run_tracked(
+        self,
+        slot: int,
+        raw: bytes,
+        job: dict[str, Any],
+        function: JobFunction[Any, Any] | None,
+        started: float,
     ) -> None:
-        """The job through the middleware chain, with its timeout."""
+        """``_run`` with its status written around it and its return value kept."""
+        tracker = self._tracker
+        if tracker is None:  # a payload asking, in a worker built without a tracker
+            await self._run(raw, job, function)
+            return
+        tracker.started(slot, job, function, started)
+        box: list[Any] = [None]
+        await self._run(raw, job, function, box)
+        await tracker.succeeded(slot, job, function, box[0])
+
+    async def _run(
+        self,
+        raw: bytes,
+        job: dict[str, Any],
+        function: JobFunction[Any, Any] | None,
+        box: list[Any] | None = None,
+    ) -> None:
+        """The job through the middleware chain, with its timeout; its return value
+        goes into ``box`` when one is given."""
         if function is None:
             # Through the chain like any failure, so middleware (metrics,
             # tracing, status) sees unknown names too.
             innermost: Next = functools.partial(_unknown, job["class"], self._registry)
         else:
             timeout = job.get("timeout") or function.defaults.timeout or self._default_timeout
-            innermost = functools.partial(self._invoke, function, raw, job, timeout)
+            innermost = functools.partial(self._invoke, function, raw, job, timeout, box)
         if self._middleware:
             await wrap_server_chain(self._middleware, job, innermost)()
         else:
@@ -211,23 +264,34 @@ class Processors:
         raw: bytes,
         job: dict[str, Any],
         limit: float | None,
+        box: list[Any] | None = None,
     ) -> None:
         args = job.get("args") or ()
         kwargs = job.get("kwargs") or {}
         if not function.is_async:
             call = functools.partial(function.fn, *args, **kwargs)
+            if box is not None:
+                call = functools.partial(_into, box, call)
             await self._threads.run(raw, job, call, None if limit is None else float(limit))
             return
         if limit is None:
-            await function.fn(*args, **kwargs)
+            value = await function.fn(*args, **kwargs)
+            if box is not None:
+                box[0] = value
             return
         try:
             async with asyncio.timeout(float(limit)) as scope:
-                await function.fn(*args, **kwargs)
+                value = await function.fn(*args, **kwargs)
+            if box is not None:
+                box[0] = value
         except TimeoutError:
             if scope.expired():
                 raise JobTimeout(f"ran past its timeout of {limit} s") from None
             raise
+
+
+def _into(box: list[Any], call: Callable[[], Any]) -> None:
+    box[0] = call()
 
 
 async def _unknown(name: str, registry: JobRegistry) -> None:

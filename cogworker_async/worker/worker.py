@@ -232,6 +232,10 @@ class Worker:
             with anyio.CancelScope(shield=True):
                 try:
                     await self._finish(redis)
+                    if self.processors is not None:
+                        # Best-effort status writes still out land before the
+                        # connection closes (bounded: they never hold a stop).
+                        await self.processors.drain_tracking()
                 finally:
                     # Last: every job is settled and our list requeued by now.
                     if self._lifespan is not None:
