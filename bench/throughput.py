@@ -45,6 +45,16 @@ MODES = {
         "weighted", "throughput weighted (20,000 jobs, c=50, a:3 b:2 c:1)", 20_000, 50,
         common.WEIGHTED_QUEUES, jobs.noop,
     ),
+    # The opt-in extras of issue 13, on the no-op workload: what a job that
+    # asks for them pays (a job that doesn't is the "noop" row).
+    "status": Mode(
+        "status", "throughput noop, status on (20,000 jobs, c=50, 1 queue)", 20_000, 50,
+        ("default",), jobs.noop.options(status=True),
+    ),
+    "result": Mode(
+        "result", "throughput noop, results kept (20,000 jobs, c=50, 1 queue)", 20_000, 50,
+        ("default",), jobs.noop.options(keep_result=600),
+    ),
     "io": Mode(
         "io", "throughput io (5,000 x sleep 10 ms, c=100)", 5_000, 100, ("default",), jobs.sleep,
         sleep=0.01,
