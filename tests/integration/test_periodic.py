@@ -222,3 +222,49 @@ async def test_changing_an_entry_replaces_its_schedule(
     # After the restart only the new definition fires, on its own (even) slots.
     assert not [s for s in slots_of(counted, "1") if s > restart + 1]
     assert all(s % 2 == 0 for s in slots_of(counted, "2"))
+
+
+def cli(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "cogworker_async", *args],
+        cwd=ROOT,
+        env=child_env(settings),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+async def test_periodic_list_and_run_now_from_the_cli(
+    settings: Settings,
+    redis: Redis,
+    keys: Keys,
+    procs: list[subprocess.Popen[bytes]],
+    tmp_path: Path,
+) -> None:
+    procs.append(spawn(settings, tmp_path / "worker.log"))
+
+    async def ran() -> bool:
+        return bool(slots_of(await runs(redis, settings), "1"))
+
+    await wait_for(ran, timeout=30)
+    stop(procs)
+    listed = cli(settings, "periodic", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    (entry,) = orjson.loads(listed.stdout)
+    last = max(slots_of(await runs(redis, settings), "1"))
+    assert (entry["name"], entry["schedule"], entry["tz"]) == ("tick", "every 1s", "UTC")
+    assert entry["last_run"] == last
+    assert entry["next_run"] > await redis_now(redis) - 1
+
+    done = cli(settings, "periodic", "run-now", "tick")
+    assert done.returncode == 0, done.stderr
+    jid = done.stdout.strip()
+    queued = [orjson.loads(raw) for raw in await redis.lrange(keys.queue("default"), 0, -1)]  # type: ignore[misc]
+    assert [(j["jid"], j["class"], j["args"]) for j in queued if j["jid"] == jid] == [
+        (jid, "periodic.record", ["1"])
+    ]
+    unknown = cli(settings, "periodic", "run-now", "nope")
+    assert unknown.returncode == 1
+    assert "no periodic entry named 'nope'" in unknown.stderr + unknown.stdout
