@@ -22,11 +22,11 @@ from redis.asyncio import Redis
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import redis_server  # noqa: E402
+from common import redis_server
 
-from cogworker_async.keys import Keys  # noqa: E402
-from cogworker_async.periodic import cron, every  # noqa: E402
-from cogworker_async.periodic.ticker import Ticker, redis_now  # noqa: E402
+from cogworker_async.keys import Keys
+from cogworker_async.periodic import cron, every
+from cogworker_async.periodic.ticker import Ticker, redis_now
 
 log = logging.getLogger("bench")
 
