@@ -9,6 +9,7 @@ workers with a changed definition. Each run counts itself per slot in the hash
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
@@ -29,7 +30,15 @@ async def record(label: str) -> None:
     if "c" not in _client:
         _client["c"] = Redis.from_url(os.environ["COGWORKER_REDIS_URL"])
     slot: Any = current_job().payload["periodic_slot"]
-    await _client["c"].hincrby(runs_key(), f"{label}:{float(slot):.0f}", 1)
+    client = _client["c"]
+    sleep = float(os.environ.get("TEST_PERIODIC_SLEEP", "0"))
+    if sleep:
+        # Overlap check: how many runs are inside this block at once (at most 1).
+        inside = await client.incr(f"{runs_key()}:inside")
+        await client.rpush(f"{runs_key()}:peaks", inside)
+        await asyncio.sleep(sleep)
+        await client.decr(f"{runs_key()}:inside")
+    await client.hincrby(runs_key(), f"{label}:{float(slot):.0f}", 1)
 
 
 _every = float(os.environ.get("TEST_PERIODIC_EVERY", "1"))
@@ -40,5 +49,6 @@ ENTRIES = [
         args=[f"{_every:g}"],
         name="tick",
         misfire=os.environ.get("TEST_PERIODIC_MISFIRE", "skip"),  # type: ignore[arg-type]
+        overlap=os.environ.get("TEST_PERIODIC_OVERLAP", "1") == "1",
     )
 ]

@@ -36,6 +36,8 @@ class Entry:
     tz: str = "UTC"
     misfire: Misfire = "skip"
     grace: float | None = None  # run_once: the latest missed slot runs only if at most this old
+    overlap: bool = True  # False: a slot is skipped while the previous run is queued or running
+    lock_ttl: float = 3600.0  # overlap=False: the running lock's TTL (queued, and while running)
 
     @property
     def schedule(self) -> str:
@@ -54,6 +56,7 @@ class Entry:
             "tz": self.tz,
             "misfire": self.misfire,
             "grace": self.grace,
+            "overlap": self.overlap,
         }
 
     @property
@@ -99,6 +102,8 @@ def every(
     queue: str | None = None,
     misfire: Misfire = "skip",
     grace: float | None = None,
+    overlap: bool = True,
+    lock_ttl: float = 3600.0,
 ) -> Entry:
     """Run ``job`` at every multiple of ``seconds`` since the Unix epoch (Redis's clock)."""
     if not seconds > 0:
@@ -114,6 +119,8 @@ def every(
         seconds=float(seconds),
         misfire=misfire,
         grace=grace,
+        overlap=overlap,
+        lock_ttl=lock_ttl,
     )
 
 
@@ -128,6 +135,8 @@ def cron(
     queue: str | None = None,
     misfire: Misfire = "skip",
     grace: float | None = None,
+    overlap: bool = True,
+    lock_ttl: float = 3600.0,
 ) -> Entry:
     """Run ``job`` at each time the cron ``expression`` matches in zone ``tz``
     (parsed by cronsim, which follows Debian cron's DST rules)."""
@@ -148,6 +157,8 @@ def cron(
         tz=tz,
         misfire=misfire,
         grace=grace,
+        overlap=overlap,
+        lock_ttl=lock_ttl,
     )
 
 

@@ -159,6 +159,7 @@ class Ticker:
     async def _claim(self, entry: Entry, slot: float, now: float) -> int:
         keys = self.keys
         ttl = max(CLAIM_MIN_TTL, CLAIM_PERIODS * entry.period)
+        jid = slot_jid(entry, slot)
         claimed: Any = await script("periodic_claim").run(
             self.redis,
             [
@@ -167,14 +168,27 @@ class Ticker:
                 keys.queue(entry.queue),
                 keys.queues,
                 keys.wakeup(entry.queue),
+                keys.periodic(f"running:{entry.name}"),
             ],
             [
                 int(ttl * 1000),
                 entry.name,
                 slot_id(slot),
                 entry.queue,
-                slot_payload(entry, slot, now),
+                slot_payload(entry, slot, now, jid),
+                "" if entry.overlap else int(entry.lock_ttl * 1000),
+                jid,
             ],
         )
-        self.claimed += int(claimed)
-        return int(claimed)
+        if not isinstance(claimed, int):
+            # This process decided the slot, so the skip is logged once, here.
+            self.log.warning(
+                "Periodic entry %s: slot %s skipped: the previous run (jid=%s) is still "
+                "queued or running (overlap=False)",
+                entry.name,
+                slot_id(slot),
+                text(claimed),
+            )
+            return 0
+        self.claimed += claimed
+        return claimed

@@ -3,6 +3,7 @@ misfire policies after a restart, a changed definition replacing the old one."""
 
 from __future__ import annotations
 
+import itertools
 import math
 import signal
 import subprocess
@@ -268,3 +269,41 @@ async def test_periodic_list_and_run_now_from_the_cli(
     unknown = cli(settings, "periodic", "run-now", "nope")
     assert unknown.returncode == 1
     assert "no periodic entry named 'nope'" in unknown.stderr + unknown.stdout
+
+
+async def test_overlap_false_skips_slots_while_the_previous_run_runs(
+    settings: Settings,
+    redis: Redis,
+    keys: Keys,
+    procs: list[subprocess.Popen[bytes]],
+    tmp_path: Path,
+) -> None:
+    log = tmp_path / "workers.log"
+    env = {"TEST_PERIODIC_OVERLAP": "0", "TEST_PERIODIC_SLEEP": "2.5"}
+    for _ in range(3):
+        procs.append(spawn(settings, log, **env))
+
+    async def three_runs() -> bool:
+        return len(slots_of(await runs(redis, settings), "1")) >= 3
+
+    await wait_for(three_runs, timeout=40)
+    stop(procs)
+    peaks = [
+        int(p) for p in await redis.lrange(f"{settings.namespace}:test:periodic_runs:peaks", 0, -1)
+    ]  # type: ignore[misc]
+    assert peaks
+    assert max(peaks) == 1  # never two runs at once
+    ran = sorted(slots_of(await runs(redis, settings), "1"))
+    # A run takes 2.5 s of 1 s slots: the slots while it runs are skipped.
+    assert all(b - a >= 2 for a, b in itertools.pairwise(ran))
+    text = log.read_text()
+    assert "skipped: the previous run" in text
+    # Each skipped slot is logged once (by the one process whose claim decided it).
+    skipped = [
+        line.split("slot ")[1].split(" ")[0]
+        for line in text.splitlines()
+        if "skipped: the previous run" in line
+    ]
+    assert len(skipped) == len(set(skipped))
+    # Three runs at all: each success released the lock (its TTL is an hour).
+    assert len(ran) >= 3
