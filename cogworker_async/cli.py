@@ -32,6 +32,7 @@ from redis.asyncio import Redis
 from cogworker_async import api, cli_admin, cli_worker, payload
 from cogworker_async.client import Client, EnqueuedByName
 from cogworker_async.keys import Keys
+from cogworker_async.periodic import cli as periodic_cli
 from cogworker_async.settings import Settings, check_queue_name
 from cogworker_async.store.connection import connect
 from cogworker_async.store.faults import is_outage
@@ -417,6 +418,7 @@ def _run_admin(
 
 
 cli_admin.register(app, run=_run_admin, fail=fail)
+periodic_cli.register(app, run=_run_admin, fail=fail)
 
 
 def _version(value: bool) -> None:

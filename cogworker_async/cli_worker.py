@@ -135,6 +135,27 @@ def find_lifespan(spec: str | None, modules: list[str]) -> tuple[Any, str | None
     return (given[0][1] if given else None), None
 
 
+def find_periodic(specs: list[str]) -> tuple[list[Any], str | None]:
+    """The periodic entries named by ``--periodic module:attr`` (each a list of entries)."""
+    from cogworker_async.periodic.entries import Entry
+
+    entries: list[Any] = []
+    for spec in specs:
+        module_name, _, attr = spec.partition(":")
+        if not module_name or not attr:
+            return [], f"--periodic {spec!r}: expected module:attr"
+        try:
+            found: Any = importlib.import_module(module_name)
+        except Exception as exc:  # noqa: BLE001 - any error in user code at import
+            return [], f"--periodic {spec!r}: cannot import {module_name!r}: {exc}"
+        for part in attr.split("."):
+            found = getattr(found, part, None)
+        if not isinstance(found, list | tuple) or not all(isinstance(e, Entry) for e in found):
+            return [], f"--periodic {spec!r}: expected a list of every(...)/cron(...) entries"
+        entries.extend(found)
+    return entries, None
+
+
 def child_argv(argv: list[str]) -> list[str]:
     """This command line minus --processes/--embedded-redis (the children share one Redis)."""
     out: list[str] = []
@@ -215,6 +236,13 @@ def register(
                 "worker_lifespan)",
             ),
         ] = None,
+        periodic: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--periodic",
+                help="module:attr of a list of periodic entries (every/cron), repeatable",
+            ),
+        ] = None,
         max_memory: Annotated[
             float | None,
             typer.Option(
@@ -268,7 +296,9 @@ def register(
                 raise typer.Exit(
                     run_swarm(processes, argv, settings.shutdown_timeout, max_rss_mb=max_memory)
                 )
-            run_worker(settings, modules, metrics_port, metrics_host, otel, lifespan)
+            run_worker(
+                settings, modules, metrics_port, metrics_host, otel, lifespan, periodic or []
+            )
         finally:
             if embedded is not None:
                 embedded.stop()
@@ -280,6 +310,7 @@ def register(
         metrics_host: str,
         otel: bool,
         lifespan_spec: str | None,
+        periodic_specs: list[str],
     ) -> None:
         from cogworker_async.worker.signals import stop_on_signals
         from cogworker_async.worker.worker import Worker
@@ -289,6 +320,9 @@ def register(
         if (problem := import_job_modules(modules)) is not None:
             raise fail(problem)
         lifespan, problem = find_lifespan(lifespan_spec, modules)
+        if problem is not None:
+            raise fail(problem)
+        entries, problem = find_periodic(periodic_specs)
         if problem is not None:
             raise fail(problem)
         middleware: list[ServerMiddleware] = []
@@ -310,8 +344,9 @@ def register(
                 middleware=middleware,
                 handle_signals=False,
                 lifespan=lifespan,
+                periodic=entries,
             )
-        except CogworkerError as exc:
+        except (CogworkerError, ValueError) as exc:
             raise fail(str(exc)) from None
         # Redis answers (and takes the password) before anything is served:
         # a mistake here is one line from ``run``, not a worker log.

@@ -18,7 +18,7 @@ import logging
 import os
 import random
 import socket
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -28,6 +28,9 @@ from anyio.abc import TaskGroup, TaskStatus
 from cogworker_async.jobs import JobRegistry, JobSpec
 from cogworker_async.keys import Keys
 from cogworker_async.middleware import ServerMiddleware
+from cogworker_async.periodic.entries import Entry
+from cogworker_async.periodic.overlap import overlap_middleware
+from cogworker_async.periodic.ticker import Ticker
 from cogworker_async.settings import Settings
 from cogworker_async.store.connection import connect
 from cogworker_async.worker.assembly import build_parts
@@ -67,6 +70,7 @@ class Worker:
         logger: logging.Logger | None = None,
         handle_signals: bool | None = None,
         lifespan: Lifespan | None = None,
+        periodic: Sequence[Entry] = (),
     ) -> None:
         """``handle_signals``: turn SIGTERM/SIGINT into ``stop()`` while the worker runs
         (see ``worker/signals.py``). ``None``: yes for ``await worker.run()`` (the
@@ -108,6 +112,12 @@ class Worker:
         self.reconciler: Reconciler | None = None
         self.key_guard: KeyGuard | None = None
         self._lifespan: LifespanRunner | None = None  # entered, not yet exited
+        # Periodic entries: every worker ticks them; a slot's claim decides who pushes.
+        self.periodic = list(periodic)
+        names = [e.name for e in self.periodic]
+        if len(set(names)) != len(names):
+            raise ValueError(f"periodic entry names must be unique, got {names}")
+        self.ticker: Ticker | None = None
 
     # --- control -----------------------------------------------------------
     def stop(self) -> None:
@@ -287,6 +297,9 @@ class Worker:
         return beaten
 
     def _build(self, redis: Any, blocking: Any) -> None:
+        # overlap=False periodic entries: their running lock is kept by a middleware,
+        # added only then (the chain stays empty, and the fast path, otherwise).
+        guard = overlap_middleware(redis, self.keys, self.settings, self.periodic)
         parts = build_parts(
             redis,
             blocking,
@@ -294,7 +307,7 @@ class Worker:
             self.keys,
             identity=self.identity,
             registry=self.registry,
-            middleware=self.middleware,
+            middleware=self.middleware if guard is None else [guard, *self.middleware],
             logger=self.log,
             rng=self._rng,
             reliable=lambda: self._reliable,
@@ -333,7 +346,16 @@ class Worker:
             recovery=self.recovery if self._reliable else None,
             reconciler=self.reconciler,
             key_guard=self.key_guard,
+            extra=self._periodic_duty(redis),
         )
+
+    def _periodic_duty(
+        self, redis: Any
+    ) -> list[tuple[str, Callable[[], Awaitable[object]], Callable[[], float]]]:
+        if not self.periodic:
+            return []
+        self.ticker = Ticker(redis, self.keys, self.periodic, self.log)
+        return [("Periodic ticker", self.ticker.tick, self.ticker.interval)]
 
     def _known_jobs(self) -> list[bytes]:
         """Every in-progress job this process holds in memory (see Reconciler)."""

@@ -1,0 +1,57 @@
+"""``cogworker-async periodic list|run-now``: thin, over ``periodic/view.py``."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+from cogworker_async.cli_admin import JsonFlag, Namespace, RedisUrl, Runner
+from cogworker_async.periodic import view
+
+
+def _when(epoch: float | None) -> str:
+    if epoch is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(epoch)) + "Z"
+
+
+def register(app: typer.Typer, *, run: Runner, fail: Callable[[str, int], typer.Exit]) -> None:
+    periodic = typer.Typer(no_args_is_help=True, help="Periodic entries the workers run.")
+    app.add_typer(periodic, name="periodic")
+
+    @periodic.command("list")
+    def periodic_list(
+        json_out: JsonFlag = False, redis_url: RedisUrl = None, namespace: Namespace = None
+    ) -> None:
+        """Name, schedule, zone, next run and last run of each published entry."""
+        result = run(redis_url, namespace, view.periodic_list)
+        if json_out:
+            typer.echo(json.dumps([e.as_dict() for e in result], indent=2))
+            return
+        for e in result:
+            typer.echo(
+                f"{e.name}\t{e.schedule}\t{e.tz}\tnext {_when(e.next_run)}"
+                f"\tlast {_when(e.last_run)}\t{e.job}@{e.queue}\tmisfire={e.misfire}"
+            )
+        if not result:
+            typer.echo("(none)")
+
+    @periodic.command("run-now")
+    def periodic_run_now(
+        name: Annotated[str, typer.Argument(help="The entry's name")],
+        redis_url: RedisUrl = None,
+        namespace: Namespace = None,
+    ) -> None:
+        """Enqueue one run of entry NAME now (its schedule is unchanged)."""
+
+        async def action(redis: Any, keys: Any) -> str | None:
+            return await view.run_now(redis, keys, name)
+
+        jid = run(redis_url, namespace, action)
+        if jid is None:
+            raise fail(f"no periodic entry named {name!r} (see `periodic list`)", 1)
+        typer.echo(jid)

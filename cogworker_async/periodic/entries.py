@@ -1,0 +1,168 @@
+"""Periodic entries declared in code: ``every(seconds, job, ...)`` and ``cron(expr, job, ...)``.
+
+An entry is identified by its ``name`` and a hash of its definition (what,
+when, where): the claim keys carry both, so changing an entry's expression
+(or arguments, queue, zone) makes a new schedule and the old one stops being
+claimed as soon as every live process runs the new code.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from zoneinfo import ZoneInfo
+
+import orjson
+from cronsim import CronSim, CronSimError
+
+from cogworker_async.jobs import BoundJob, JobFunction
+
+Misfire = Literal["skip", "run_once"]
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One periodic entry. Build it with ``every`` or ``cron``."""
+
+    name: str
+    job: str
+    queue: str
+    args: tuple[Any, ...] = ()
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    seconds: float | None = None  # every(...)
+    expression: str | None = None  # cron(...)
+    tz: str = "UTC"
+    misfire: Misfire = "skip"
+    grace: float | None = None  # run_once: the latest missed slot runs only if at most this old
+    overlap: bool = True  # False: a slot is skipped while the previous run is queued or running
+    lock_ttl: float = 3600.0  # overlap=False: the running lock's TTL (queued, and while running)
+
+    @property
+    def schedule(self) -> str:
+        """The expression as shown by ``periodic list``."""
+        return self.expression if self.expression is not None else f"every {self.seconds:g}s"
+
+    def definition(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "job": self.job,
+            "queue": self.queue,
+            "args": list(self.args),
+            "kwargs": dict(self.kwargs),
+            "every": self.seconds,
+            "cron": self.expression,
+            "tz": self.tz,
+            "misfire": self.misfire,
+            "grace": self.grace,
+            "overlap": self.overlap,
+        }
+
+    @property
+    def digest(self) -> str:
+        """12 hex characters over the whole definition (sorted keys: stable across runs)."""
+        raw = orjson.dumps(self.definition(), option=orjson.OPT_SORT_KEYS)
+        return hashlib.sha1(raw, usedforsecurity=False).hexdigest()[:12]
+
+    @property
+    def period(self) -> float:
+        """A bound on the gap between two slots (for the claim key's TTL)."""
+        return self.seconds if self.seconds is not None else 31 * 86400.0
+
+
+def _job_of(job: JobFunction[Any, Any] | BoundJob[Any, Any] | str) -> tuple[str, str | None]:
+    if isinstance(job, BoundJob):
+        return job.name, job.options.queue
+    if isinstance(job, JobFunction):
+        return job.name, job.defaults.queue
+    if isinstance(job, str):
+        return job, None
+    raise TypeError(f"expected a @job function, its .options(...) or a job name, got {job!r}")
+
+
+def _check_common(name: str | None, job_name: str, misfire: str, grace: float | None) -> str:
+    if misfire not in ("skip", "run_once"):
+        raise ValueError(f"misfire must be 'skip' or 'run_once', got {misfire!r}")
+    if grace is not None and grace < 0:
+        raise ValueError(f"grace must be >= 0, got {grace!r}")
+    entry_name = name or job_name
+    if not entry_name or ":" in entry_name:
+        raise ValueError(f"a periodic entry needs a name without ':', got {entry_name!r}")
+    return entry_name
+
+
+def every(
+    seconds: float,
+    job: JobFunction[Any, Any] | BoundJob[Any, Any] | str,
+    *,
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    name: str | None = None,
+    queue: str | None = None,
+    misfire: Misfire = "skip",
+    grace: float | None = None,
+    overlap: bool = True,
+    lock_ttl: float = 3600.0,
+) -> Entry:
+    """Run ``job`` at every multiple of ``seconds`` since the Unix epoch (Redis's clock)."""
+    if not seconds > 0:
+        raise ValueError(f"every() needs seconds > 0, got {seconds!r}")
+    job_name, job_queue = _job_of(job)
+    entry_name = _check_common(name, job_name, misfire, grace)
+    return Entry(
+        entry_name,
+        job_name,
+        queue or job_queue or "default",
+        tuple(args),
+        dict(kwargs or {}),
+        seconds=float(seconds),
+        misfire=misfire,
+        grace=grace,
+        overlap=overlap,
+        lock_ttl=lock_ttl,
+    )
+
+
+def cron(
+    expression: str,
+    job: JobFunction[Any, Any] | BoundJob[Any, Any] | str,
+    *,
+    args: Sequence[Any] = (),
+    kwargs: Mapping[str, Any] | None = None,
+    tz: str = "UTC",
+    name: str | None = None,
+    queue: str | None = None,
+    misfire: Misfire = "skip",
+    grace: float | None = None,
+    overlap: bool = True,
+    lock_ttl: float = 3600.0,
+) -> Entry:
+    """Run ``job`` at each time the cron ``expression`` matches in zone ``tz``
+    (parsed by cronsim, which follows Debian cron's DST rules)."""
+    zone = ZoneInfo(tz)  # raises on an unknown zone, here rather than at the first tick
+    try:
+        CronSim(expression, _start(0.0, zone))
+    except CronSimError as exc:
+        raise ValueError(f"bad cron expression {expression!r}: {exc}") from None
+    job_name, job_queue = _job_of(job)
+    entry_name = _check_common(name, job_name, misfire, grace)
+    return Entry(
+        entry_name,
+        job_name,
+        queue or job_queue or "default",
+        tuple(args),
+        dict(kwargs or {}),
+        expression=expression,
+        tz=tz,
+        misfire=misfire,
+        grace=grace,
+        overlap=overlap,
+        lock_ttl=lock_ttl,
+    )
+
+
+def _start(now: float, zone: ZoneInfo) -> Any:
+    from datetime import datetime
+
+    return datetime.fromtimestamp(now, zone)

@@ -1,0 +1,111 @@
+"""What ``periodic list`` / ``periodic run-now`` (and later the web UI) read and do.
+
+The entries are those the live workers published in ``<ns>:periodic:entries``
+when they started (the definition the newest process runs, per name).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import orjson
+from redis.asyncio import Redis
+
+from cogworker_async import payload
+from cogworker_async.keys import Keys
+from cogworker_async.periodic.entries import Entry
+from cogworker_async.periodic.ticker import redis_now
+from cogworker_async.periodic.timing import next_slot
+from cogworker_async.store.replies import text
+from cogworker_async.store.scripts import script
+
+
+@dataclass(frozen=True, slots=True)
+class PeriodicInfo:
+    name: str
+    job: str
+    queue: str
+    schedule: str
+    tz: str
+    misfire: str
+    next_run: float | None
+    last_run: float | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def entry_of(definition: dict[str, Any]) -> Entry:
+    """The entry a published definition describes."""
+    return Entry(
+        definition["name"],
+        definition["job"],
+        definition["queue"],
+        tuple(definition.get("args") or ()),
+        dict(definition.get("kwargs") or {}),
+        seconds=definition.get("every"),
+        expression=definition.get("cron"),
+        tz=definition.get("tz") or "UTC",
+        misfire=definition.get("misfire") or "skip",
+        grace=definition.get("grace"),
+    )
+
+
+async def definitions(redis: Redis, keys: Keys) -> dict[str, dict[str, Any]]:
+    raw = await redis.hgetall(keys.periodic("entries"))
+    return {text(k): orjson.loads(v) for k, v in raw.items()}
+
+
+async def periodic_list(redis: Redis, keys: Keys) -> list[PeriodicInfo]:
+    """Every published entry with its next slot (Redis's clock) and the last slot run."""
+    found = await definitions(redis, keys)
+    lasts = await redis.hgetall(keys.periodic("last"))
+    last = {text(k): float(text(v)) for k, v in lasts.items()}
+    now = await redis_now(redis)
+    out = []
+    for name in sorted(found):
+        d = found[name]
+        try:
+            upcoming: float | None = next_slot(entry_of(d), now)
+        except Exception:  # noqa: BLE001 - one bad definition must not hide the others
+            upcoming = None
+        out.append(
+            PeriodicInfo(
+                name,
+                d["job"],
+                d["queue"],
+                d.get("schedule") or "?",
+                d.get("tz") or "UTC",
+                d.get("misfire") or "skip",
+                upcoming,
+                last.get(name),
+            )
+        )
+    return out
+
+
+async def run_now(redis: Redis, keys: Keys, name: str) -> str | None:
+    """Enqueue one run of entry ``name`` now (a fresh jid; no slot is claimed, so the
+    schedule goes on as before). Returns the jid, or None for an unknown name."""
+    raw = await redis.hget(keys.periodic("entries"), name)
+    if raw is None:
+        return None
+    entry = entry_of(orjson.loads(raw))
+    now = await redis_now(redis)
+    jid = payload.new_jid()
+    job = payload.build(
+        entry.job,
+        entry.args,
+        entry.kwargs,
+        entry.queue,
+        now=now,
+        jid=jid,
+        extra={"periodic": entry.name, "periodic_slot": now},
+    )
+    await script("enqueue").run(
+        redis,
+        [keys.queue(entry.queue), keys.queues, keys.wakeup(entry.queue)],
+        [entry.queue, payload.encode_job(job)],
+    )
+    return jid
