@@ -172,7 +172,7 @@ class Processors:
                 await function.fn(*(job.get("args") or ()), **(job.get("kwargs") or {}))
             else:
                 await self._run(raw, job, function)
-        except BaseException as exc:
+        except BaseException as exc:  # why: our cancellation is re-raised
             if cancelled_by_us(exc):
                 raise
             # The job's own failure, whatever it is: SystemExit, its own

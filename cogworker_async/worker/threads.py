@@ -149,7 +149,7 @@ class HandlerThreads:
             timer = loop.call_later(limit, self._overran, thread, job, limit)
         try:
             await anyio.to_thread.run_sync(thread, abandon_on_cancel=True, limiter=self.limiter)
-        except BaseException as exc:
+        except BaseException as exc:  # why: ours re-raised unless outlasted
             if not cancelled_by_us(exc) or not thread.started():
                 raise  # it never ran: the shutdown requeues it
             # It ran, or runs on: settle it once it has returned, unless we leave it.

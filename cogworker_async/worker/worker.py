@@ -149,7 +149,7 @@ class Worker:
             # for neither.
             with anyio.move_on_after(ENTER_WAIT):
                 await self._entered.wait()
-        except BaseException as exc:
+        except BaseException as exc:  # why: always re-raised, after the group is left
             # The run failed before it got going (an error, not an outage), or
             # the caller was cancelled: end the group, raising the run's error.
             await _exit_group(group, exc)
@@ -450,7 +450,7 @@ async def _exit_group(group: TaskGroup, exc: BaseException) -> None:
     """Leave ``group`` after ``exc``; a single error of its task is raised as itself."""
     try:
         await group.__aexit__(type(exc), exc, exc.__traceback__)
-    except BaseExceptionGroup as errors:
+    except BaseExceptionGroup as errors:  # always re-raised: unwrapped when it holds one error
         if len(errors.exceptions) == 1:
             raise errors.exceptions[0] from None
         raise
