@@ -16,9 +16,7 @@ import importlib.metadata
 import json
 import logging
 import math
-import re
 import sys
-import traceback
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import asdict
 from typing import Annotated, Any, TypeVar
@@ -26,16 +24,16 @@ from typing import Annotated, Any, TypeVar
 import typer
 from pydantic import ValidationError
 from pydantic_settings import SettingsError
-from redis import exceptions as rexc
 from redis.asyncio import Redis
 
-from cogworker_async import api, cli_admin, cli_worker, payload
+from cogworker_async import api, cli_admin, cli_worker
+from cogworker_async.cli_args import BadArgument, parse_job_arguments
+from cogworker_async.cli_errors import fail, redis_failure, report
 from cogworker_async.client import Client, EnqueuedByName
 from cogworker_async.keys import Keys
 from cogworker_async.periodic import cli as periodic_cli
 from cogworker_async.settings import Settings, check_queue_name
 from cogworker_async.store.connection import connect
-from cogworker_async.store.faults import is_outage
 from cogworker_async.tracking import JobStatus, read_status
 
 # No pretty (rich) tracebacks: ``main`` turns every user mistake into one line,
@@ -55,11 +53,6 @@ Namespace = Annotated[
     str | None, typer.Option("--namespace", help="Key namespace (COGWORKER_NAMESPACE)")
 ]
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print JSON")]
-
-
-def fail(message: str, code: int = 2) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(code)
 
 
 # Settings fields set by a CLI option of the same meaning: a bad value names the option.
@@ -93,36 +86,6 @@ def build_settings(**overrides: Any) -> Settings:
         raise fail(f"bad settings in the environment: {exc}{cause}") from None
 
 
-_AUTH_REPLIES = ("WRONGPASS", "NOAUTH")
-
-
-def is_auth_failure(exc: BaseException) -> bool:
-    """A wrong or missing user/password (redis-py files some under ConnectionError)."""
-    if isinstance(exc, rexc.AuthenticationError | rexc.AuthenticationWrongNumberOfArgsError):
-        return True
-    return isinstance(exc, rexc.ResponseError) and str(exc).startswith(_AUTH_REPLIES)
-
-
-def redis_failure(exc: BaseException, settings: Settings) -> str | None:
-    """The one line for a failure Redis reported, or None when ``exc`` is not one."""
-    where = settings.masked_redis_url
-    if is_auth_failure(exc):  # before is_outage: an AuthenticationError is a ConnectionError
-        return (
-            f"authentication failed at {where}: {exc} "
-            "(check the user and password in --redis-url or COGWORKER_REDIS_URL)"
-        )
-    if is_outage(exc):
-        return f"cannot reach Redis at {where}: {exc}"
-    if isinstance(exc, rexc.RedisError):
-        if "DB index is out of range" in str(exc):
-            return (
-                f"Redis at {where} has no such database ({exc}): the DB index must be "
-                "below the server's `databases` setting (16 by default)"
-            )
-        return f"Redis at {where} refused: {type(exc).__name__}: {exc}"
-    return None
-
-
 def run_redis(settings: Settings, action: Callable[[Redis, Keys], Awaitable[T]]) -> T:
     # The library's warnings about bad data (a key of the wrong type, an entry
     # left in place) are one line each on stderr; the worker sets up its own.
@@ -146,79 +109,6 @@ def run_redis(settings: Settings, action: Callable[[Redis, Keys], Awaitable[T]])
 
 # ``worker`` (and ``check``) first: the command most people come for.
 cli_worker.register(app, build_settings=build_settings, run=run_redis, fail=fail)
-
-
-# The payload's rule (strict JSON), applied to the text so the error can quote it.
-_INT64 = (payload.INT64_MIN, payload.INT64_MAX)
-_KEYWORD = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)=(?P<value>.*)$", re.DOTALL)
-
-
-class _NotPortable(ValueError):
-    """JSON Python reads but other languages (and the payload encoder) would not."""
-
-
-def _refuse_constant(text: str) -> Any:
-    raise _NotPortable(f"{text} is not a JSON number")
-
-
-def _portable_int(text: str) -> int:
-    # Checked by length first: Python refuses to parse over 4300 digits at all.
-    value = int(text) if len(text) <= 21 else None
-    if value is None or not _INT64[0] <= value <= _INT64[1]:
-        raise _NotPortable(
-            f"integer {text[:24]}{'...' if len(text) > 24 else ''} does not fit in 64 bits"
-        )
-    return value
-
-
-def _portable_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise _NotPortable(f"number {text} is too large for a 64-bit float")
-    return value
-
-
-def parse_json_argument(text: str, what: str) -> Any:
-    """``text`` as portable JSON (no NaN or infinity, integers within 64 bits)."""
-    try:
-        return json.loads(
-            text,
-            parse_constant=_refuse_constant,
-            parse_int=_portable_int,
-            parse_float=_portable_float,
-        )
-    except _NotPortable as exc:
-        raise fail(f"{what} is not portable JSON ({exc}): {text[:80]!r}") from None
-    except json.JSONDecodeError as exc:
-        raise fail(f"{what} is not JSON ({exc.msg}): {text[:80]!r}") from None
-
-
-def parse_job_arguments(
-    texts: list[str], kwargs_json: str | None
-) -> tuple[list[Any], dict[str, Any]]:
-    """Positional arguments (each JSON) and keyword ones (``NAME=JSON`` or ``--kwargs``).
-
-    ``NAME=...`` is never valid JSON, so it cannot be mistaken for a positional one.
-    """
-    args: list[Any] = []
-    kwargs: dict[str, Any] = {}
-    if kwargs_json is not None:
-        given = parse_json_argument(kwargs_json, "--kwargs")
-        if not isinstance(given, dict):
-            raise fail(
-                f'--kwargs must be a JSON object, like \'{{"to": "a@b.c"}}\': {kwargs_json[:80]!r}'
-            )
-        kwargs.update(given)
-    for index, text in enumerate(texts):
-        keyword = _KEYWORD.match(text)
-        if keyword is None:
-            args.append(parse_json_argument(text, f"argument {index}"))
-            continue
-        name = keyword["name"]
-        if name in kwargs:
-            raise fail(f"keyword argument {name!r} is given twice")
-        kwargs[name] = parse_json_argument(keyword["value"], f"keyword argument {name!r}")
-    return args, kwargs
 
 
 def _check_queue(queue: str) -> None:
@@ -254,7 +144,10 @@ def enqueue(
         _check_queue(queue)
     if delay is not None and not (math.isfinite(delay) and delay >= 0):
         raise fail(f"--in takes a finite number of seconds, 0 or more: got {delay}")
-    parsed, keywords = parse_job_arguments(args or [], kwargs_json)
+    try:
+        parsed, keywords = parse_job_arguments(args or [], kwargs_json)
+    except BadArgument as exc:
+        raise fail(str(exc)) from None
     settings = build_settings(redis_url=redis_url, namespace=namespace)
 
     async def action(redis: Redis, keys: Keys) -> EnqueuedByName:
@@ -441,10 +334,6 @@ def _root(
     """cogworker-async: Redis jobs."""
 
 
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
-
-
 def run_cli(argv: list[str] | None = None) -> int:
     """Run the command line; every way out is an exit code, user mistakes one ``error:`` line."""
     command = typer.main.get_command(app)
@@ -456,42 +345,8 @@ def run_cli(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except Exception as exc:  # noqa: BLE001 - the one place every failure becomes an exit code
-        return _report(exc)
+        return report(exc)
     return result if isinstance(result, int) else 0
-
-
-def _report(exc: Exception) -> int:
-    # click's usage errors (vendored by newer typer, so matched by shape): one line.
-    exit_code, message = getattr(exc, "exit_code", None), getattr(exc, "format_message", None)
-    if isinstance(exit_code, int) and callable(message):
-        if type(exc).__name__ == "NoArgsIsHelpError":  # the help is the message (or printed)
-            if text := str(message()):
-                typer.echo(text, err=True)
-            return exit_code
-        line = _one_line(str(message())).replace("Value error, ", "")
-        ctx = getattr(exc, "ctx", None)
-        if ctx is not None and exit_code == 2:
-            line += f" (see {ctx.command_path} --help)"
-        typer.echo(f"error: {line}", err=True)
-        return exit_code
-    if isinstance(exc, ValidationError):
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: "
-            + e["msg"].removeprefix("Value error, ")
-            for e in exc.errors()
-        )
-        typer.echo(f"error: bad settings: {_one_line(problems)}", err=True)
-        return 2
-    if isinstance(exc, rexc.RedisError | OSError):
-        typer.echo(f"error: {type(exc).__name__}: {_one_line(str(exc))}", err=True)
-        return 1
-    typer.echo(
-        f"error: unexpected {type(exc).__name__}: {_one_line(str(exc))} "
-        "(a bug in cogworker-async; its traceback follows)",
-        err=True,
-    )
-    traceback.print_exception(exc)
-    return 1
 
 
 def main() -> None:
