@@ -81,15 +81,40 @@ def _job_of(job: JobFunction[Any, Any] | BoundJob[Any, Any] | str) -> tuple[str,
     raise TypeError(f"expected a @job function, its .options(...) or a job name, got {job!r}")
 
 
-def _check_common(name: str | None, job_name: str, misfire: str, grace: float | None) -> str:
+def _entry(
+    job: JobFunction[Any, Any] | BoundJob[Any, Any] | str,
+    *,
+    name: str | None,
+    queue: str | None,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any] | None,
+    misfire: Misfire,
+    grace: float | None,
+    overlap: bool,
+    lock_ttl: float,
+    **schedule: Any,
+) -> Entry:
+    """What ``every`` and ``cron`` share: the checks, the job's name and queue, the Entry."""
     if misfire not in ("skip", "run_once"):
         raise ValueError(f"misfire must be 'skip' or 'run_once', got {misfire!r}")
     if grace is not None and grace < 0:
         raise ValueError(f"grace must be >= 0, got {grace!r}")
+    job_name, job_queue = _job_of(job)
     entry_name = name or job_name
     if not entry_name or ":" in entry_name:
         raise ValueError(f"a periodic entry needs a name without ':', got {entry_name!r}")
-    return entry_name
+    return Entry(
+        entry_name,
+        job_name,
+        queue or job_queue or "default",
+        tuple(args),
+        dict(kwargs or {}),
+        misfire=misfire,
+        grace=grace,
+        overlap=overlap,
+        lock_ttl=lock_ttl,
+        **schedule,
+    )
 
 
 def every(
@@ -108,19 +133,17 @@ def every(
     """Run ``job`` at every multiple of ``seconds`` since the Unix epoch (Redis's clock)."""
     if not seconds > 0:
         raise ValueError(f"every() needs seconds > 0, got {seconds!r}")
-    job_name, job_queue = _job_of(job)
-    entry_name = _check_common(name, job_name, misfire, grace)
-    return Entry(
-        entry_name,
-        job_name,
-        queue or job_queue or "default",
-        tuple(args),
-        dict(kwargs or {}),
-        seconds=float(seconds),
+    return _entry(
+        job,
+        name=name,
+        queue=queue,
+        args=args,
+        kwargs=kwargs,
         misfire=misfire,
         grace=grace,
         overlap=overlap,
         lock_ttl=lock_ttl,
+        seconds=float(seconds),
     )
 
 
@@ -145,20 +168,18 @@ def cron(
         CronSim(expression, _start(0.0, zone))
     except CronSimError as exc:
         raise ValueError(f"bad cron expression {expression!r}: {exc}") from None
-    job_name, job_queue = _job_of(job)
-    entry_name = _check_common(name, job_name, misfire, grace)
-    return Entry(
-        entry_name,
-        job_name,
-        queue or job_queue or "default",
-        tuple(args),
-        dict(kwargs or {}),
-        expression=expression,
-        tz=tz,
+    return _entry(
+        job,
+        name=name,
+        queue=queue,
+        args=args,
+        kwargs=kwargs,
         misfire=misfire,
         grace=grace,
         overlap=overlap,
         lock_ttl=lock_ttl,
+        expression=expression,
+        tz=tz,
     )
 
 
