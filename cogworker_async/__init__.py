@@ -6,6 +6,7 @@ stopped after a bounded number of tries.
 """
 
 from cogworker_async.client import Client, JobHandle
+from cogworker_async.client.tracking import JobStatus
 from cogworker_async.context import JobContext, current_job, lifespan_state
 from cogworker_async.errors import (
     CogworkerError,
@@ -23,7 +24,6 @@ from cogworker_async.errors import (
 )
 from cogworker_async.jobs import BoundJob, JobFunction, job
 from cogworker_async.settings import Settings
-from cogworker_async.tracking import JobStatus
 from cogworker_async.worker.worker import Worker
 
 __version__ = "0.1.0"

@@ -16,7 +16,7 @@ import logging
 import time
 from typing import Any
 
-from cogworker_async import tracking
+from cogworker_async.client import tracking
 from cogworker_async.errors import ResultNotJSON
 from cogworker_async.jobs import JobFunction
 from cogworker_async.keys import Keys

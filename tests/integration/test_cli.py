@@ -15,7 +15,7 @@ import pytest
 import redis as sync_redis
 
 from cogworker_async import api
-from cogworker_async import cli as cli_module
+from cogworker_async.cli import commands as cli_module
 from cogworker_async.embedded import EmbeddedRedis
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings

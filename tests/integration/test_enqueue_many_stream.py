@@ -15,7 +15,7 @@ import pytest
 from redis.asyncio import Redis
 
 from cogworker_async import Client, Settings, job
-from cogworker_async.enqueue_many import MANY_CHUNK  # jobs per pipeline
+from cogworker_async.client.enqueue_many import MANY_CHUNK  # jobs per pipeline
 from cogworker_async.keys import Keys
 from tests.conftest import ROOT
 

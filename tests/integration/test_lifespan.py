@@ -28,7 +28,7 @@ from cogworker_async import (
     job,
     lifespan_state,
 )
-from cogworker_async.cli_worker import find_lifespan
+from cogworker_async.cli.worker import find_lifespan
 from cogworker_async.context import reset_lifespan_state, set_lifespan_state
 from cogworker_async.keys import Keys
 from tests.conftest import ROOT, child_env

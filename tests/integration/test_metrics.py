@@ -26,8 +26,8 @@ from redis.exceptions import ConnectionError
 
 from cogworker_async import Client, Settings, Worker, job
 from cogworker_async.keys import Keys
-from cogworker_async.metrics import Metrics
-from cogworker_async.metrics_redis import read_snapshot
+from cogworker_async.observability.prometheus import Metrics
+from cogworker_async.observability.redis_snapshot import read_snapshot
 from cogworker_async.store.faults import OutageLog
 from tests.conftest import child_env
 from tests.helpers import wait_for, wait_for_sync

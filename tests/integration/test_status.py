@@ -16,8 +16,8 @@ import pytest
 from redis.asyncio import Redis
 
 from cogworker_async import Client, JobFunction, Settings, Worker, job, payload
+from cogworker_async.client.tracking import JobStatus
 from cogworker_async.keys import Keys
-from cogworker_async.tracking import JobStatus
 from tests.helpers import wait_for
 from tests.integration.test_cli import cli, one_error
 

@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 
 from cogworker_async import Client, Settings, Worker, job
 from cogworker_async.keys import Keys
-from cogworker_async.tracing import TRACE_FIELD, Tracing
+from cogworker_async.observability.tracing import TRACE_FIELD, Tracing
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.anyio

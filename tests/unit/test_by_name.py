@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import orjson
 
-from cogworker_async.by_name import _live_problems, _live_process
+from cogworker_async.client.by_name import _live_problems, _live_process
 
 
 def _process(queues: list[str], jobs: list[str] | None) -> bytes:

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from cogworker_async.logfmt import JsonFormatter, handler
+from cogworker_async.observability.logfmt import JsonFormatter, handler
 
 
 def record(**extra: object) -> logging.LogRecord:

@@ -23,8 +23,9 @@ from typing import Any, ParamSpec, Protocol, TypeVar, overload
 from redis.asyncio import Redis
 
 from cogworker_async import payload
-from cogworker_async.by_name import EnqueuedByName, LiveCheck, named
-from cogworker_async.enqueue_many import ManyBatch
+from cogworker_async.client.by_name import EnqueuedByName, LiveCheck, named
+from cogworker_async.client.enqueue_many import ManyBatch
+from cogworker_async.client.tracking import JobStatus, StatusWriter, read_status, wait_result
 from cogworker_async.jobs import (
     BoundJob,
     JobArgs,
@@ -38,7 +39,6 @@ from cogworker_async.middleware import ClientMiddleware, run_client_chain
 from cogworker_async.settings import Settings, check_queue_name
 from cogworker_async.store.connection import connect
 from cogworker_async.store.scripts import script
-from cogworker_async.tracking import JobStatus, StatusWriter, read_status, wait_result
 
 # EnqueuedByName (what enqueue_by_name returns) is part of this module's API.
 __all__ = ["Client", "EnqueuedByName", "JobHandle"]

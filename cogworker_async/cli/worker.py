@@ -23,10 +23,11 @@ from typing import Annotated, Any, Protocol, TypeVar
 import typer
 from redis.asyncio import Redis
 
-from cogworker_async import api, logfmt
+from cogworker_async import api
 from cogworker_async.errors import CogworkerError
 from cogworker_async.keys import Keys
 from cogworker_async.middleware import ServerMiddleware
+from cogworker_async.observability import logfmt
 from cogworker_async.settings import Settings, parse_queue_spec
 
 T = TypeVar("T")
@@ -66,8 +67,8 @@ ALL_INTERFACES = "0.0.0.0"  # noqa: S104 - scraped from other hosts, like promet
 
 # extra -> (module to import, the distribution it needs)
 _EXTRAS = {
-    "metrics": ("cogworker_async.metrics", "prometheus_client"),
-    "otel": ("cogworker_async.tracing", "opentelemetry"),
+    "metrics": ("cogworker_async.observability.prometheus", "prometheus_client"),
+    "otel": ("cogworker_async.observability.tracing", "opentelemetry"),
 }
 
 

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from cogworker_async.cli_admin import JsonFlag, Namespace, RedisUrl, Runner
+from cogworker_async.cli.admin import JsonFlag, Namespace, RedisUrl, Runner
 from cogworker_async.periodic import view
 
 

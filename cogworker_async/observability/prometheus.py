@@ -40,8 +40,8 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import choose_encoder
 
 from cogworker_async.keys import Keys
-from cogworker_async.metrics_redis import SCRAPE_TIMEOUT, RedisCollector, sync_client
 from cogworker_async.middleware import JobDict, Next
+from cogworker_async.observability.redis_snapshot import SCRAPE_TIMEOUT, RedisCollector, sync_client
 from cogworker_async.settings import Settings
 
 # What store/faults.FailureLog logs when a duty loses Redis and when it is back

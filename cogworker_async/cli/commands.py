@@ -26,15 +26,17 @@ from pydantic import ValidationError
 from pydantic_settings import SettingsError
 from redis.asyncio import Redis
 
-from cogworker_async import api, cli_admin, cli_worker
-from cogworker_async.cli_args import BadArgument, parse_job_arguments
-from cogworker_async.cli_errors import fail, redis_failure, report
+from cogworker_async import api
+from cogworker_async.cli import admin as cli_admin
+from cogworker_async.cli import periodic as periodic_cli
+from cogworker_async.cli import worker as cli_worker
+from cogworker_async.cli.args import BadArgument, parse_job_arguments
+from cogworker_async.cli.errors import fail, redis_failure, report
 from cogworker_async.client import Client, EnqueuedByName
+from cogworker_async.client.tracking import JobStatus, read_status
 from cogworker_async.keys import Keys
-from cogworker_async.periodic import cli as periodic_cli
 from cogworker_async.settings import Settings, check_queue_name
 from cogworker_async.store.connection import connect
-from cogworker_async.tracking import JobStatus, read_status
 
 # No pretty (rich) tracebacks: ``main`` turns every user mistake into one line,
 # and a bug's plain traceback must not print the settings' locals (the password).
