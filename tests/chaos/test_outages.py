@@ -9,6 +9,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import anyio
 import orjson
@@ -18,7 +19,7 @@ import redis as sync_redis
 from cogworker_async import Client, Settings, Worker, job
 from cogworker_async.embedded import EmbeddedRedis
 from cogworker_async.keys import Keys
-from tests.conftest import FAST
+from tests.conftest import FAST, spawn_worker_command
 from tests.faultproxy import FaultProxy
 from tests.helpers import wait_for, wait_for_sync
 from tests.integration.test_shutdown import enqueue, runs, start_worker
@@ -101,23 +102,33 @@ def _stop_workers(workers: list[subprocess.Popen[bytes]]) -> None:
 
 @pytest.mark.timeout(120)
 def test_long_outage_never_requeues_live_processes_jobs(
-    durable_redis: EmbeddedRedis, durable_settings: Settings, keys: Keys
+    durable_redis: EmbeddedRedis, durable_settings: Settings, keys: Keys, tmp_path: Path
 ) -> None:
     """Every presence key expires while Redis is away; on return, nobody is judged dead."""
     client = sync_redis.Redis.from_url(durable_redis.url)
-    workers = [start_worker(durable_settings) for _ in range(3)]
+    logs = [tmp_path / f"worker-{n}.log" for n in range(3)]
+    workers = []
+    for log in logs:
+        with log.open("wb") as out:  # the child keeps its own descriptor
+            workers.append(spawn_worker_command(durable_settings, out))
     try:
         wait_for_sync(lambda: client.scard(keys.processes) == 3, timeout=20)
         for i in range(6):
             enqueue(client, keys, "t.sleep", 12, jid=f"{i:024x}")
         wait_for_sync(lambda: len(runs(client, keys)) == 6, timeout=20)
+        started_before = collections.Counter(runs(client, keys))
         durable_redis.kill()
         time.sleep(durable_settings.orphan_threshold * 2)  # longer than the threshold
         durable_redis.restart()
         wait_for_sync(lambda: sum(r.endswith(":done") for r in runs(client, keys)) == 6, timeout=60)
         starts = collections.Counter(r for r in runs(client, keys) if r.endswith(":start"))
-        assert all(count == 1 for count in starts.values()), starts  # 0 duplicates
-        assert int(client.get(keys.stat("recovered")) or 0) == 0
+        story = (
+            f"starts {dict(starts)}; before the kill {dict(started_before)}; "
+            f"recovered={client.get(keys.stat('recovered'))!r}\n"
+            + "\n".join(f"--- {log.name}\n{log.read_text(errors='replace')}" for log in logs)
+        )
+        assert all(count == 1 for count in starts.values()), story  # 0 duplicates
+        assert int(client.get(keys.stat("recovered")) or 0) == 0, story
     finally:
         _stop_workers(workers)
         client.close()
