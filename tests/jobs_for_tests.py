@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+import uuid
 
 import redis as sync_redis
 from redis.asyncio import Redis
@@ -34,8 +35,20 @@ def _runs_key() -> str:
     return f"{os.environ['COGWORKER_NAMESPACE']}:test:runs"
 
 
+# One entry per call, however often the client resends it: a push whose reply
+# was lost to an outage is retried, and a plain RPUSH would then record one
+# run twice (a duplicate that never ran). The token makes the resend a no-op.
+_PUSH_ONCE = """
+if redis.call('SET', KEYS[2], '1', 'NX', 'EX', 3600) then
+  return redis.call('RPUSH', KEYS[1], ARGV[1])
+end
+return 0
+"""
+
+
 async def _record(tag: str = "") -> None:
-    await _redis().rpush(_runs_key(), f"{current_job().jid}{tag}")
+    token = f"{os.environ['COGWORKER_NAMESPACE']}:test:token:{uuid.uuid4().hex}"
+    await _redis().eval(_PUSH_ONCE, 2, _runs_key(), token, f"{current_job().jid}{tag}")
 
 
 @job(name="t.record")
@@ -45,7 +58,7 @@ async def record(i: int) -> None:
 
 @job(name="t.sleep")
 async def sleep_then_record(seconds: float) -> None:
-    await _redis().rpush(_runs_key(), f"{current_job().jid}:start")
+    await _record(":start")
     await asyncio.sleep(seconds)
     await _record(":done")
 
