@@ -17,6 +17,7 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from cogworker_async import api
+from cogworker_async.api.running import _busy_job, _slot_order
 from cogworker_async.api.sets import _glob_contains, _matches
 from cogworker_async.keys import Keys
 from cogworker_async.store.commands import _day_name
@@ -26,6 +27,8 @@ from cogworker_async.store.replies import raw as as_bytes
 PAGE_SIZE = 50
 SEARCH_WORK = 10_000
 """Entries a search examines per request at most (the rest is behind "more")."""
+SEARCH_SECONDS = 0.08
+"""...and the time it spends scanning at most, whatever Redis's speed."""
 SCAN_COUNT = 500
 HISTORY_DAYS = 14
 
@@ -72,16 +75,18 @@ async def search_set(
     """Up to a page of entries whose name, jid or text contains ``needle`` (any case).
 
     In scan order, from ``cursor``, examining at most about ``SEARCH_WORK``
-    entries; the returned cursor is where to go on (0 when the set is done).
+    entries for at most ``SEARCH_SECONDS``; the returned cursor is where to go
+    on (0 when the set is done).
     """
     key = api.set_key(keys, which)
     match = _glob_contains(needle)
     lowered = needle.lower()
     found: list[api.Entry] = []
     examined = 0
+    deadline = time.monotonic() + SEARCH_SECONDS
     try:
         total = int(await redis.zcard(key))
-        while examined < SEARCH_WORK and len(found) < PAGE_SIZE:
+        while examined < SEARCH_WORK and len(found) < PAGE_SIZE and time.monotonic() < deadline:
             cursor, rows = await redis.zscan(key, cursor, match=match, count=SCAN_COUNT)
             examined += SCAN_COUNT
             for raw, score in rows:
@@ -222,3 +227,24 @@ async def history(redis: Redis, keys: Keys, *, days: int = HISTORY_DAYS) -> Hist
         processed=[_count(r) for r in replies[0::2]],
         failed=[_count(r) for r in replies[1::2]],
     )
+
+
+async def busy_jobs(redis: Redis, keys: Keys, procs: list[api.ProcessInfo]) -> list[api.BusyJob]:
+    """What the live ones of ``procs`` run now (``api.busy``, the processes read once)."""
+    live = [p.identity for p in procs if p.alive]
+    if not live:
+        return []
+    async with redis.pipeline(transaction=False) as pipe:
+        for identity in live:
+            pipe.hgetall(keys.workers(identity))
+        replies = await pipe.execute(raise_on_error=False)
+    jobs: list[api.BusyJob] = []
+    for identity, reply in zip(live, replies, strict=True):
+        if isinstance(reply, ResponseError):
+            if not _wrong_type(reply):
+                raise reply
+            continue  # a wrong-typed workers hash: the key guard will move it aside
+        for slot, record in reply.items():
+            jobs.append(_busy_job(identity, loose_text(slot), record))
+    jobs.sort(key=_slot_order)
+    return jobs

@@ -68,7 +68,7 @@ async def busy(request: Request) -> Response:
     ui = ui_of(request)
     redis = redis_of(request)
     procs = await api.processes(redis, ui.keys)
-    jobs = await api.busy(redis, ui.keys)
+    jobs = await reads.busy_jobs(redis, ui.keys, procs)
     return render(request, "busy.html", processes=procs, jobs=jobs, page="busy")
 
 
