@@ -6,11 +6,14 @@
 (function () {
   const W = 600, H = 160, PAD = 4, KEEP = 60;
 
+  // The newest poll at the right edge; KEEP polls span the width (two minutes).
   function points(values, top) {
-    const step = (W - 2 * PAD) / Math.max(1, values.length - 1);
+    const step = (W - 2 * PAD) / (KEEP - 1);
     const scale = (H - 2 * PAD) / Math.max(1, top);
+    const last = values.length - 1;
     return values.map((v, i) =>
-      (PAD + i * step).toFixed(1) + "," + (H - PAD - Math.max(0, v) * scale).toFixed(1)).join(" ");
+      (W - PAD - (last - i) * step).toFixed(1) + "," +
+      (H - PAD - Math.max(0, v) * scale).toFixed(1)).join(" ");
   }
 
   function live() {
