@@ -90,7 +90,10 @@ async def queue(request: Request) -> Response:
     window = await reads.queue_page(
         redis_of(request), ui.keys, name, page=number, oldest_first=order == "oldest"
     )
-    paused = name in {q.name for q in await api.queues(redis_of(request), ui.keys) if q.paused}
+    try:
+        paused = bool(await redis_of(request).sismember(ui.keys.paused, name))
+    except ResponseError:  # a wrong-typed paused set: shown as not paused, as api.queues does
+        paused = False
     return render(
         request,
         "queue.html",
