@@ -5,9 +5,9 @@ refused and no request to a read-only app changes anything. State changes are
 POSTs only (a GET never writes), and every POST passes ``Guard`` first.
 
 Cross-site: a browser names where a request came from in ``Sec-Fetch-Site``
-(every current browser) and ``Origin`` (every browser on a POST). Either one
-saying "another site" is a 403. A request with neither comes from no browser
-(curl, a script) and so cannot be a forged cross-site request.
+(every current browser) and ``Origin`` (every browser on a POST); one saying
+"another site" is a 403 (``cross_site``). A request with neither comes from
+no browser (curl, a script) and so cannot be a forged cross-site request.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import hmac
 import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -45,15 +46,23 @@ HEADERS = {
 
 
 def cross_site(request: Request) -> str | None:
-    """Why this request is from another site, or None when it is not."""
+    """Why this request is from another site, or None when it is not.
+
+    ``Sec-Fetch-Site``, when sent, decides alone: the browser computed it, and
+    it stays right behind a proxy that rewrites the scheme or the host. Only a
+    browser too old to send it is judged by ``Origin`` against the host it
+    asked for (``X-Forwarded-Host`` or ``Host``; the scheme is not compared,
+    since a TLS-terminating proxy hands us plain HTTP).
+    """
     fetch_site = request.headers.get("sec-fetch-site")
-    if fetch_site is not None and fetch_site not in SAME_SITE:
-        return f"Sec-Fetch-Site is {fetch_site}"
+    if fetch_site is not None:
+        return None if fetch_site in SAME_SITE else f"Sec-Fetch-Site is {fetch_site}"
     origin = request.headers.get("origin")
-    if origin is not None:
-        own = f"{request.url.scheme}://{request.headers.get('host', '')}"
-        if origin != own:
-            return f"Origin {origin} is not {own}"
+    if origin is None:
+        return None
+    host = request.headers.get("x-forwarded-host") or request.headers.get("host", "")
+    if urlsplit(origin).netloc.lower() != host.split(",")[0].strip().lower():
+        return f"Origin {origin} is not this host ({host})"
     return None
 
 

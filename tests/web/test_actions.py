@@ -211,6 +211,28 @@ def test_cross_site_posts_are_refused_and_change_nothing(
     assert same.status_code == 200
 
 
+@pytest.mark.parametrize(
+    ("headers", "allowed"),
+    [
+        ({"sec-fetch-site": "same-origin"}, True),
+        ({"sec-fetch-site": "none"}, True),  # typed in the address bar, a bookmark
+        ({"origin": "http://testserver"}, True),
+        # A TLS-terminating proxy: the browser's origin is https, the app sees http.
+        ({"origin": "https://testserver"}, True),
+        ({"origin": "https://jobs.example", "x-forwarded-host": "jobs.example"}, True),
+        ({"origin": "https://testserver.evil.example"}, False),
+        # Sec-Fetch-Site, when sent, decides: the browser computed it.
+        ({"sec-fetch-site": "cross-site", "origin": "http://testserver"}, False),
+        ({}, True),  # no browser: curl, a script
+    ],
+)
+def test_which_requests_count_as_same_site(
+    client: TestClient, headers: dict[str, str], allowed: bool
+) -> None:
+    answer = client.post("/queues/q1/pause", headers=headers)
+    assert (answer.status_code != 403) is allowed, answer.text
+
+
 def test_read_only_hides_and_refuses_every_action(
     settings: Settings, sync_client: sync_redis.Redis, keys: Keys
 ) -> None:
