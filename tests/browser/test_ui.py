@@ -194,6 +194,13 @@ def test_every_page_in_the_browser(
         assert page.locator("script:not([src])").count() == 0
         assert page.evaluate("document.title")  # rendered, not an error page
         shoot(page, name)
+    # The dark theme, as a browser that prefers it sees the pages.
+    page.emulate_media(color_scheme="dark")
+    page.goto(web + "/dead")
+    background = page.evaluate("getComputedStyle(document.body).backgroundColor")
+    assert background == "rgb(22, 24, 27)"
+    shoot(page, "dead-dark")
+    page.emulate_media(color_scheme="light")
     # The check-all box (the page's script) selects every row.
     page.goto(web + "/dead")
     page.locator("input.check-all").check()
