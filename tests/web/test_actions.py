@@ -296,3 +296,56 @@ async def test_retrying_one_dead_job_from_two_tabs_moves_it_once(
     assert sum("moved 1" in n for n in notes) == 1, notes
     assert sync_client.llen(keys.queue("mail")) == 1
     assert sync_client.zcard(keys.dead) == 0
+
+
+def _first_token(client: TestClient, path: str, needle: str) -> str:
+    return next(t for t in tokens(client, path) if needle in t)
+
+
+@pytest.mark.parametrize(
+    ("action", "touches"),
+    [
+        ("retry-dead", {"dead", "queue:mail", "wakeup:mail"}),
+        ("delete-dead", {"dead"}),
+        ("kill-retry", {"retry", "dead"}),
+        ("retry-scheduled", {"schedule", "queue:mail", "wakeup:mail"}),
+        ("pause", {"paused"}),
+        ("clear", {"queue:mail"}),
+        ("quiet", {"signals:good"}),
+        ("delete-queued", {"queue:mail"}),
+    ],
+)
+def test_each_action_touches_only_its_keys(
+    client: TestClient,
+    sync_client: sync_redis.Redis,
+    keys: Keys,
+    action: str,
+    touches: set[str],
+) -> None:
+    jobs = seed_odd(sync_client, keys)
+    plain = jid_of(jobs["plain"])
+    before = snapshot(sync_client, keys)
+    if action in ("retry-dead", "delete-dead"):
+        verb = action.split("-", maxsplit=1)[0]
+        ref = _first_token(client, "/dead", plain)
+        answer = client.post("/dead/action", data={"action": verb, "ref": ref})
+    elif action == "kill-retry":
+        ref = _first_token(client, "/retries", plain)
+        answer = client.post("/retries/action", data={"action": "kill", "ref": ref})
+    elif action == "retry-scheduled":
+        ref = _first_token(client, "/scheduled", plain)
+        answer = client.post("/scheduled/action", data={"action": "retry", "ref": ref})
+    elif action == "pause":
+        answer = client.post("/queues/mail/pause")
+    elif action == "clear":
+        answer = client.post("/queues/mail/clear", data={"confirm": "mail"})
+    elif action == "quiet":
+        answer = client.post("/busy/signal", data={"identity": "good", "signal": "quiet"})
+    else:
+        page = client.get("/queues/mail").text
+        index = re.findall(r'name="index" value="(\d+)"', page)[1]
+        ref = unescape(re.findall(r'name="ref" value="([^"]+)"', page)[1])
+        answer = client.post("/queues/mail/delete", data={"ref": ref, "index": index})
+    assert answer.status_code == 200, answer.text
+    expected = {f"{keys.ns}:{name}" for name in touches}
+    assert changed(before, snapshot(sync_client, keys)) == expected
