@@ -130,3 +130,18 @@ def _tokens(client: TestClient, path: str) -> list[str]:
     from html import unescape
 
     return [unescape(t) for t in re.findall(r'name="ref" value="([^"]+)"', client.get(path).text)]
+
+
+def test_redis_unreachable_is_a_503_page_not_a_traceback(settings: Settings) -> None:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    away = Settings(**{**settings.model_dump(), "redis_url": f"redis://127.0.0.1:{port}/0"})
+    with TestClient(create_app(away)) as client:
+        for path in ("/", "/dead", "/busy"):
+            answer = client.get(path)
+            assert answer.status_code == 503, path
+            assert "Redis unreachable" in answer.text
+        assert client.post("/queues/mail/pause").status_code == 503
