@@ -92,7 +92,14 @@ async def _kill(redis: Redis, ui: UI, which: api.SetName, entries: list[api.Entr
         if e.job is not None:
             dead = orjson.dumps({**e.job, "failed_at": e.job.get("failed_at") or now})
         killed += await admin.kill_entry(
-            redis, ui.keys, source=source, entry=e.raw, dead_entry=dead, now=now
+            redis,
+            ui.keys,
+            source=source,
+            entry=e.raw,
+            dead_entry=dead,
+            now=now,
+            dead_max_jobs=ui.settings.dead_max_jobs,
+            dead_timeout=ui.settings.dead_timeout,
         )
     return killed
 
