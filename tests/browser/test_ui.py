@@ -206,3 +206,13 @@ def test_every_page_in_the_browser(
     page.locator("input.check-all").check()
     boxes = page.locator("#rows input[name=ref]")
     assert all(boxes.nth(i).is_checked() for i in range(boxes.count()))
+    # "Delete every entry" asks first: dismissed, nothing goes; accepted, all go.
+    everything = page.locator("form.actions").get_by_role("button", name="Delete")
+    page.once("dialog", lambda dialog: dialog.dismiss())
+    everything.click()
+    assert sync_client.zcard(keys.dead) == 6
+    page.once("dialog", lambda dialog: dialog.accept())
+    everything.click()
+    page.wait_for_selector(".note")
+    assert "deleted 6" in page.locator(".note").inner_text()
+    assert sync_client.zcard(keys.dead) == 0

@@ -1,6 +1,7 @@
 // cogworker web UI: the only script. Loaded from the package (CSP: script-src 'self').
 // 1. The dashboard's live chart: poll stats.json, plot jobs per poll; a Pause button.
 // 2. "Select all" on the set pages.
+// 3. A confirmation before the buttons that change many things (data-confirm).
 "use strict";
 
 (function () {
@@ -68,6 +69,11 @@
       });
     }
   }
+
+  document.addEventListener("click", (event) => {
+    const button = event.target.closest("button[data-confirm]");
+    if (button && !window.confirm(button.dataset.confirm)) event.preventDefault();
+  });
 
   document.addEventListener("DOMContentLoaded", () => { live(); checkAll(); });
 })();
