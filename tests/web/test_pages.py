@@ -145,3 +145,31 @@ def test_redis_unreachable_is_a_503_page_not_a_traceback(settings: Settings) -> 
             assert answer.status_code == 503, path
             assert "Redis unreachable" in answer.text
         assert client.post("/queues/mail/pause").status_code == 503
+
+
+def test_a_search_stops_at_its_bound_and_goes_on_from_more(
+    client: TestClient,
+    sync_client: sync_redis.Redis,
+    keys: Keys,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import re
+    from html import unescape
+
+    from cogworker_async.web import reads
+
+    monkeypatch.setattr(reads, "SEARCH_WORK", 500)
+    pipe = sync_client.pipeline(transaction=False)
+    for i in range(5_000):
+        pipe.zadd(keys.dead, {failed("hay.job", n=i): float(i)})
+    pipe.zadd(keys.dead, {failed("needle.job"): 99_999.0})
+    pipe.execute()
+    path, requests, found = "/dead?q=NEEDLE", 0, False
+    while path:
+        requests += 1
+        page = client.get(path).text
+        found = found or "needle.job" in page
+        more = re.search(r'href="([^"]+)">more →', page)
+        path = unescape(more.group(1)) if more else ""
+    assert found
+    assert requests > 1  # the bound split the scan; "more" went on where it stopped
