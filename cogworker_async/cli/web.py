@@ -15,6 +15,10 @@ def register(app: typer.Typer, *, build_settings: Callable[..., Any], fail: Fail
     def web(
         host: Annotated[str, typer.Option("--host", help="Interface to listen on")] = "127.0.0.1",
         port: Annotated[int, typer.Option("--port", min=0, max=65535)] = 8000,
+        root_path: Annotated[
+            str,
+            typer.Option("--root-path", help="The prefix a reverse proxy serves it under (/jobs)"),
+        ] = "",
         read_only: Annotated[
             bool, typer.Option("--read-only", help="Show everything, change nothing")
         ] = False,
@@ -46,5 +50,6 @@ def register(app: typer.Typer, *, build_settings: Callable[..., Any], fail: Fail
             create_app(settings, auth=auth, read_only=read_only),
             host=host,
             port=port,
+            root_path=root_path,
             log_level="info",
         )

@@ -29,7 +29,17 @@ def test_web_command_starts_and_serves(
     port = free_port()
     env = child_env(settings, COGWORKER_WEB_AUTH="admin:pw")
     server = subprocess.Popen(
-        [sys.executable, "-m", "cogworker_async", "web", "--port", str(port), "--read-only"],
+        [
+            sys.executable,
+            "-m",
+            "cogworker_async",
+            "web",
+            "--port",
+            str(port),
+            "--read-only",
+            "--root-path",
+            "/jobs",
+        ],
         cwd=ROOT,
         env=env,
         stdout=subprocess.DEVNULL,
@@ -47,6 +57,7 @@ def test_web_command_starts_and_serves(
         assert answer is not None, "the web command never answered"
         assert answer.status_code == 200
         assert "mail" in answer.text
+        assert 'href="/jobs/dead"' in answer.text  # behind a proxy that serves it at /jobs
         assert httpx.get(f"http://127.0.0.1:{port}/").status_code == 401
         refused = httpx.post(f"http://127.0.0.1:{port}/queues/mail/pause", auth=("admin", "pw"))
         assert refused.status_code == 403  # --read-only
