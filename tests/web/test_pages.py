@@ -122,6 +122,7 @@ def test_security_headers(client: TestClient) -> None:
     assert "frame-ancestors 'none'" in csp
     assert answer.headers["x-frame-options"] == "DENY"
     assert answer.headers["referrer-policy"] == "same-origin"
+    assert answer.headers["server-timing"].startswith("app;dur=")
     assert "<script>" not in answer.text.replace('<script src="/static/app.js" defer></script>', "")
 
 
