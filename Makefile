@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test check lint types unit lua integration chaos bench fmt clean
+.PHONY: demo test test-ui check lint types unit lua integration chaos bench fmt clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,11 @@ check: $(STAMP)
 	$(BIN)/ruff check cogworker_async tests examples bench
 	$(BIN)/mypy
 	$(BIN)/pytest -q --timeout=180 --cov --cov-report=term:skip-covered tests
+
+# The web UI in real headless Chromium (Debian's package at /usr/bin/chromium; .ci/run
+# installs it): skipped inside `make test`, which stays fast.
+test-ui: $(STAMP)
+	COGWORKER_BROWSER_TESTS=1 $(BIN)/pytest -q tests/browser
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit

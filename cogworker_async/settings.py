@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 from urllib.parse import parse_qsl, urlsplit
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     NoDecode,
@@ -119,6 +119,8 @@ class Settings(BaseSettings):
     # 0: none). Hides the fetch round trip. Safe beside a job that crashes its
     # process: a job orphaned twice runs alone, with nothing prefetched beside it.
     prefetch: int | None = Field(default=None, ge=0)
+    # The web UI's basic-auth credentials, "user:password" (web.basic_auth reads it).
+    web_auth: SecretStr | None = None
 
     @classmethod
     def settings_customise_sources(

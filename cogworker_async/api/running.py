@@ -39,6 +39,7 @@ class ProcessInfo:
     last_beat: float | None = None
     version: str | None = None
     rss: int | None = None
+    quiet: bool | None = None
     problem: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -85,6 +86,7 @@ def _process(identity: str, presence: object, beat: object) -> ProcessInfo:
         last_beat=last_beat,
         version=_field(info, "version", str),
         rss=_field(info, "rss", int),
+        quiet=info["quiet"] if isinstance(info.get("quiet"), bool) else None,
     )
 
 

@@ -20,3 +20,24 @@ async def enqueue_entry(
     script_keys = [source, keys.queue(queue), keys.queues, keys.wakeup(queue)]
     args: list[EncodableArg] = [entry, payload, queue]
     return bool(await script("enqueue_entry").run(redis, script_keys, args))
+
+
+async def kill_entry(
+    redis: Redis,
+    keys: Keys,
+    *,
+    source: str,
+    entry: bytes,
+    dead_entry: bytes,
+    now: float,
+    dead_max_jobs: int,
+    dead_timeout: float,
+) -> bool:
+    """Move ``entry`` of the sorted set ``source`` into the dead set as ``dead_entry``.
+
+    The dead set is then trimmed to ``dead_max_jobs`` entries younger than
+    ``dead_timeout``, as a failure filed there is. False when the entry was
+    already gone (someone else moved or deleted it).
+    """
+    args: list[EncodableArg] = [entry, dead_entry, now, dead_max_jobs, now - dead_timeout]
+    return bool(await script("kill_entry").run(redis, [source, keys.dead], args))

@@ -170,6 +170,7 @@ def test_clear_processes_busy_quarantine(
         "last_beat",
         "version",
         "rss",
+        "quiet",
         "problem",
     }
     assert (procs[0]["rss"], procs[0]["last_beat"], procs[0]["queues"]) == (

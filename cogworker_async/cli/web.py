@@ -1,0 +1,55 @@
+"""The ``web`` command: the web UI under uvicorn (needs the ``web`` extra)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import typer
+
+Fail = Callable[..., typer.Exit]
+
+
+def register(app: typer.Typer, *, build_settings: Callable[..., Any], fail: Fail) -> None:
+    @app.command("web")
+    def web(
+        host: Annotated[str, typer.Option("--host", help="Interface to listen on")] = "127.0.0.1",
+        port: Annotated[int, typer.Option("--port", min=0, max=65535)] = 8000,
+        root_path: Annotated[
+            str,
+            typer.Option("--root-path", help="The prefix a reverse proxy serves it under (/jobs)"),
+        ] = "",
+        read_only: Annotated[
+            bool, typer.Option("--read-only", help="Show everything, change nothing")
+        ] = False,
+        redis_url: Annotated[
+            str | None, typer.Option("--redis-url", help="Redis URL (COGWORKER_REDIS_URL)")
+        ] = None,
+        namespace: Annotated[
+            str | None, typer.Option("--namespace", help="Key namespace (COGWORKER_NAMESPACE)")
+        ] = None,
+    ) -> None:
+        """The web UI (basic auth when COGWORKER_WEB_AUTH is user:password)."""
+        settings = build_settings(redis_url=redis_url, namespace=namespace)
+        try:
+            import uvicorn
+
+            from cogworker_async.web import basic_auth, create_app
+        except ImportError as exc:
+            raise fail(
+                f"the web UI needs the web extra ({exc.name} is missing): "
+                "pip install 'cogworker-async[web]'"
+            ) from None
+        auth = basic_auth(settings) if settings.web_auth is not None else None
+        if auth is None and host not in ("127.0.0.1", "localhost", "::1"):
+            typer.echo(
+                f"warning: serving on {host} without auth: set COGWORKER_WEB_AUTH=user:password",
+                err=True,
+            )
+        uvicorn.run(
+            create_app(settings, auth=auth, read_only=read_only),
+            host=host,
+            port=port,
+            root_path=root_path,
+            log_level="info",
+        )
