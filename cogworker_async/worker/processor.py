@@ -29,6 +29,7 @@ from cogworker_async.context import set_current
 from cogworker_async.errors import JobTimeout, UnknownJob
 from cogworker_async.jobs import JobFunction, JobRegistry
 from cogworker_async.middleware import Next, ServerMiddleware, wrap_server_chain
+from cogworker_async.observability.history import Run
 from cogworker_async.worker.fetcher import Fetcher
 from cogworker_async.worker.settlement import Settler
 from cogworker_async.worker.suspects import SUSPECT_PREFIX, Suspects
@@ -62,8 +63,12 @@ class Processors:
         logger: logging.Logger,
         alone_wait: float | None = None,
         tracker: Tracker | None = None,
+        history: bool = False,
     ) -> None:
         self._fetcher = fetcher
+        # The metrics history: each success's name, minute and run time go
+        # with its ack (aggregated per call, counted by the script that acks).
+        self._history = history
         self._settler = settler
         self._registry = registry
         self._middleware = middleware
@@ -196,7 +201,12 @@ class Processors:
                 if self._tracker is not None and self._tracked(job, function):
                     await self._tracker.failed(slot, job, function, exc, filing)
         else:
-            self._fetcher.ack(raw, job["jid"])
+            if self._history:
+                now = time.time()
+                run = Run(job["class"], int(now // 60), max(0, int((now - started) * 1e6)))
+                self._fetcher.ack(raw, job["jid"], run)
+            else:
+                self._fetcher.ack(raw, job["jid"])
             if self._debug:
                 self._log.debug(
                     "jid=%s %s done queue=%s in %.3f s",

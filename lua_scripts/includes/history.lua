@@ -1,0 +1,86 @@
+-- The metrics history (see cogworker_async/observability/history.py): jobs
+-- counted per minute and per job name in the same call that settles them.
+-- Every write is best effort (pcall): a history key of the wrong type must
+-- never fail the acks or the filing beside it.
+--
+-- count_runs(groups, tags, missing): counts one call's acknowledged runs.
+--   groups = "" (history off) or JSON {"p": key prefix, "t": ttl (s),
+--     "g": [[minute, name, runs, run_us, bucket, count, bucket, count, ...], ...]}
+--     (minute as a string: the key is <prefix><minute>)
+--   tags = per ack, in order, struct ">HBd": its group (1-based; 0 = not
+--     counted per name), its bucket, its run time (us)
+--   missing = positions of acks whose job was already gone (ack_jobs): their
+--     runs are taken back out, so an ack resent after a lost reply counts once.
+-- Writes per group: HINCRBY <name>|r, <name>|us, <name>|h<bucket> (one per
+-- bucket met), and per minute: HINCRBY processed, EXPIRE. Nothing per job.
+local function count_runs(groups, tags, missing)
+  if groups == "" then
+    return
+  end
+  local ok, h = pcall(cjson.decode, groups)
+  if not ok or type(h) ~= "table" then
+    return
+  end
+  local minus = {}
+  for _, pos in ipairs(missing) do
+    local ok_tag, g, b, us = pcall(struct.unpack, ">HBd", tags, (pos - 1) * 11 + 1)
+    if ok_tag and g > 0 then
+      local m = minus[g]
+      if not m then
+        m = {runs = 0, us = 0, buckets = {}}
+        minus[g] = m
+      end
+      m.runs = m.runs + 1
+      m.us = m.us + us
+      m.buckets[b] = (m.buckets[b] or 0) + 1
+    end
+  end
+  local per_key = {}
+  local keys_in_order = {}
+  for i, group in ipairs(h["g"]) do
+    local m = minus[i]
+    local runs, us = group[3], group[4]
+    if m then
+      runs, us = runs - m.runs, us - m.us
+    end
+    if runs > 0 then
+      local key = h["p"] .. group[1]
+      local name = group[2]
+      redis.pcall("HINCRBY", key, name .. "|r", runs)
+      redis.pcall("HINCRBY", key, name .. "|us", us)
+      for j = 5, #group - 1, 2 do
+        local count = group[j + 1]
+        if m then
+          count = count - (m.buckets[group[j]] or 0)
+        end
+        if count > 0 then
+          redis.pcall("HINCRBY", key, name .. "|h" .. group[j], count)
+        end
+      end
+      if not per_key[key] then
+        per_key[key] = 0
+        keys_in_order[#keys_in_order + 1] = key
+      end
+      per_key[key] = per_key[key] + runs
+    end
+  end
+  for _, key in ipairs(keys_in_order) do
+    redis.pcall("HINCRBY", key, "processed", per_key[key])
+    redis.pcall("EXPIRE", key, h["t"])
+  end
+end
+
+-- count_failure(key, name, ttl): one failed job (file.lua), in its minute's
+-- hash `key` ("" = history off); `name` = "" when it has none (unparseable).
+local function count_failure(key, name, ttl)
+  if key == "" then
+    return
+  end
+  redis.pcall("HINCRBY", key, "processed", 1)
+  redis.pcall("HINCRBY", key, "failed", 1)
+  if name ~= "" then
+    redis.pcall("HINCRBY", key, name .. "|r", 1)
+    redis.pcall("HINCRBY", key, name .. "|f", 1)
+  end
+  redis.pcall("EXPIRE", key, ttl)
+end
