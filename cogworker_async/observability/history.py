@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import bisect
 import struct
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import orjson
@@ -111,3 +111,56 @@ def pack(runs: Sequence[Run | None], prefix: str, ttl: int = MINUTE_TTL) -> tupl
         for bucket, count in counts.items():
             group.extend((bucket, count))
     return orjson.dumps({"p": prefix, "t": ttl, "g": groups}), bytes(tags)
+
+
+class JobCounts(NamedTuple):
+    """One job name's counts in one minute (run time and histogram: successes only)."""
+
+    runs: int
+    failures: int
+    run_us: int
+    histogram: tuple[int, ...]  # BUCKET_COUNT counts, bucket i per BUCKETS_MS
+
+
+class MinuteCounts(NamedTuple):
+    processed: int
+    failed: int
+    jobs: dict[str, JobCounts]
+
+
+def _int(value: bytes | str) -> int:
+    try:
+        return int(value)
+    except ValueError:
+        return 0  # a corrupt field reads as 0, never a failed read
+
+
+def parse_minute(fields: Mapping[bytes | str, bytes | str]) -> MinuteCounts:
+    """A minute's hash as read (HGETALL) → its counts; unknown or corrupt fields are skipped."""
+    processed = failed = 0
+    per_name: dict[str, list[int]] = {}
+    for raw_field, raw_value in fields.items():
+        field = raw_field.decode("utf-8", "replace") if isinstance(raw_field, bytes) else raw_field
+        value = _int(raw_value)
+        if field == "processed":
+            processed = value
+            continue
+        if field == "failed":
+            failed = value
+            continue
+        name, sep, metric = field.rpartition("|")
+        if not sep:
+            continue
+        counts = per_name.get(name)
+        if counts is None:
+            counts = per_name[name] = [0] * (3 + BUCKET_COUNT)
+        if metric == "r":
+            counts[0] = value
+        elif metric == "f":
+            counts[1] = value
+        elif metric == "us":
+            counts[2] = value
+        elif metric.startswith("h") and metric[1:].isdigit() and int(metric[1:]) < BUCKET_COUNT:
+            counts[3 + int(metric[1:])] = value
+    jobs = {name: JobCounts(c[0], c[1], c[2], tuple(c[3:])) for name, c in sorted(per_name.items())}
+    return MinuteCounts(processed, failed, jobs)
