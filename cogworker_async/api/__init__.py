@@ -19,6 +19,8 @@ the shared helpers. Import from here: the submodules are not the interface.
 """
 
 from cogworker_async.api.history import (
+    MAX_DAYS,
+    MAX_MINUTES,
     DayPoint,
     History,
     JobMinute,
@@ -65,6 +67,8 @@ from cogworker_async.api.sets import (
 
 __all__ = [
     "DIGEST_PREFIX",
+    "MAX_DAYS",
+    "MAX_MINUTES",
     "RECOVERY_COUNTERS",
     "SET_NAMES",
     "SIGNALS",
