@@ -203,7 +203,7 @@ class Processors:
         else:
             if self._history:
                 now = time.time()
-                run = Run(job["class"], int(now // 60), max(0, int((now - started) * 1e6)))
+                run = Run(job["class"], int(now // 60), max(0, round((now - started) * 1e6)))
                 self._fetcher.ack(raw, job["jid"], run)
             else:
                 self._fetcher.ack(raw, job["jid"])

@@ -71,9 +71,7 @@ async def test_fetch_counts_acked_runs_per_name_and_bucket(redis: Redis, keys: K
     assert await redis.get(keys.stats_processed) == b"5"
 
 
-async def test_resent_acks_count_once_only_what_this_call_removed(
-    redis: Redis, keys: Keys
-) -> None:
+async def test_resent_acks_count_once_only_what_this_call_removed(redis: Redis, keys: Keys) -> None:
     jobs = await listed(redis, keys, 3)
     runs = [Run("a", MINUTE, 1_000), Run("a", MINUTE, 40_000), Run("b", MINUTE, 5)]
     acks = [Ack(raw, jid_of(raw), run) for raw, run in zip(jobs, runs, strict=True)]
