@@ -29,7 +29,6 @@ from cogworker_async.context import set_current
 from cogworker_async.errors import JobTimeout, UnknownJob
 from cogworker_async.jobs import JobFunction, JobRegistry
 from cogworker_async.middleware import Next, ServerMiddleware, wrap_server_chain
-from cogworker_async.observability.history import Run
 from cogworker_async.worker.fetcher import Fetcher
 from cogworker_async.worker.settlement import Settler
 from cogworker_async.worker.suspects import SUSPECT_PREFIX, Suspects
@@ -202,9 +201,7 @@ class Processors:
                     await self._tracker.failed(slot, job, function, exc, filing)
         else:
             if self._history:
-                now = time.time()
-                run = Run(job["class"], int(now // 60), max(0, round((now - started) * 1e6)))
-                self._fetcher.ack(raw, job["jid"], run)
+                self._fetcher.ack(raw, job["jid"], (job["class"], started, time.time()))
             else:
                 self._fetcher.ack(raw, job["jid"])
             if self._debug:

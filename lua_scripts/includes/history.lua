@@ -7,8 +7,8 @@
 --   groups = "" (history off) or JSON {"p": key prefix, "t": ttl (s),
 --     "g": [[minute, name, runs, run_us, bucket, count, bucket, count, ...], ...]}
 --     (minute as a string: the key is <prefix><minute>)
---   tags = per ack, in order, struct ">HBd": its group (1-based; 0 = not
---     counted per name), its bucket, its run time (us)
+--   tags = for n acks, little-endian: n groups (u16, 1-based; 0 = not counted
+--     per name), then n buckets (u8), then n run times (double, us)
 --   missing = positions of acks whose job was already gone (ack_jobs): their
 --     runs are taken back out, so an ack resent after a lost reply counts once.
 -- Writes per group: HINCRBY <name>|r, <name>|us, <name>|h<bucket> (one per
@@ -22,8 +22,13 @@ local function count_runs(groups, tags, missing)
     return
   end
   local minus = {}
+  local n = #tags / 11
   for _, pos in ipairs(missing) do
-    local ok_tag, g, b, us = pcall(struct.unpack, ">HBd", tags, (pos - 1) * 11 + 1)
+    local ok_tag, g, b, us = pcall(function()
+      return struct.unpack("<H", tags, 2 * (pos - 1) + 1),
+        struct.unpack("<B", tags, 2 * n + pos),
+        struct.unpack("<d", tags, 3 * n + 8 * (pos - 1) + 1)
+    end)
     if ok_tag and g > 0 then
       local m = minus[g]
       if not m then

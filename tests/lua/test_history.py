@@ -9,10 +9,11 @@ import pytest
 from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
-from cogworker_async.observability.history import MINUTE_TTL, Run, parse_minute
+from cogworker_async.observability.history import MINUTE_TTL, parse_minute
 from cogworker_async.store import commands
 from cogworker_async.store.commands import Ack, Filing
 from tests.lua.support import enqueue, jid_of, make_job
+from tests.unit.test_history import run
 
 pytestmark = pytest.mark.anyio
 
@@ -39,11 +40,11 @@ async def minute(redis: Redis, keys: Keys, at: int = MINUTE) -> dict[bytes, byte
 async def test_fetch_counts_acked_runs_per_name_and_bucket(redis: Redis, keys: Keys) -> None:
     jobs = await listed(redis, keys, 5)
     runs = [
-        Run("a", MINUTE, 1_000),
-        Run("a", MINUTE, 25_000),
-        Run("b", MINUTE, 2_000),
-        Run("a", MINUTE, 3_000),
-        Run("a", MINUTE + 1, 70_000),
+        run("a", MINUTE, 1_000),
+        run("a", MINUTE, 25_000),
+        run("b", MINUTE, 2_000),
+        run("a", MINUTE, 3_000),
+        run("a", MINUTE + 1, 70_000),
     ]
     acks = [Ack(raw, jid_of(raw), run) for raw, run in zip(jobs, runs, strict=True)]
     result = await commands.fetch(
@@ -73,7 +74,7 @@ async def test_fetch_counts_acked_runs_per_name_and_bucket(redis: Redis, keys: K
 
 async def test_resent_acks_count_once_only_what_this_call_removed(redis: Redis, keys: Keys) -> None:
     jobs = await listed(redis, keys, 3)
-    runs = [Run("a", MINUTE, 1_000), Run("a", MINUTE, 40_000), Run("b", MINUTE, 5)]
+    runs = [run("a", MINUTE, 1_000), run("a", MINUTE, 40_000), run("b", MINUTE, 5)]
     acks = [Ack(raw, jid_of(raw), run) for raw, run in zip(jobs, runs, strict=True)]
     await commands.ack(redis, keys, identity=ME, acks=acks[:2])
     # The reply was lost: the caller resends both, with a third one beside them.
@@ -105,7 +106,7 @@ async def test_acks_without_runs_write_no_history(redis: Redis, keys: Keys) -> N
 
 async def test_a_run_beside_an_uncounted_ack(redis: Redis, keys: Keys) -> None:
     jobs = await listed(redis, keys, 2)
-    acks = [Ack(jobs[0], jid_of(jobs[0])), Ack(jobs[1], jid_of(jobs[1]), Run("a", MINUTE, 9))]
+    acks = [Ack(jobs[0], jid_of(jobs[0])), Ack(jobs[1], jid_of(jobs[1]), run("a", MINUTE, 9))]
     await commands.ack(redis, keys, identity=ME, acks=acks)
     counts = parse_minute(await minute(redis, keys))
     assert counts.processed == 1
@@ -113,7 +114,7 @@ async def test_a_run_beside_an_uncounted_ack(redis: Redis, keys: Keys) -> None:
 
 
 async def test_basic_mode_counts_runs_without_a_list(redis: Redis, keys: Keys) -> None:
-    acks = [Ack(b"", "", Run("a", MINUTE, 10)), Ack(b"", "", Run("a", MINUTE, 20))]
+    acks = [Ack(b"", "", run("a", MINUTE, 10)), Ack(b"", "", run("a", MINUTE, 20))]
     await commands.fetch(redis, keys, identity=ME, queues=[], want=0, acks=acks, reliable=False)
     counts = parse_minute(await minute(redis, keys))
     assert (counts.processed, counts.jobs["a"].runs, counts.jobs["a"].run_us) == (2, 2, 30)
@@ -122,7 +123,7 @@ async def test_basic_mode_counts_runs_without_a_list(redis: Redis, keys: Keys) -
 async def test_a_wrong_typed_history_key_never_fails_the_acks(redis: Redis, keys: Keys) -> None:
     await redis.set(keys.history(MINUTE), "not a hash")
     jobs = await listed(redis, keys, 2)
-    acks = [Ack(raw, jid_of(raw), Run("a", MINUTE, 1)) for raw in jobs]
+    acks = [Ack(raw, jid_of(raw), run("a", MINUTE, 1)) for raw in jobs]
     assert await commands.ack(redis, keys, identity=ME, acks=acks) == []
     assert await redis.llen(keys.in_progress(ME)) == 0
     assert await redis.get(keys.stats_processed) == b"2"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import struct
+
 import orjson
 import pytest
 
@@ -9,7 +11,7 @@ from cogworker_async.api.history import History, JobMinute, MinutePoint
 from cogworker_async.observability.history import (
     BUCKET_COUNT,
     BUCKETS_MS,
-    TAG,
+    TAG_BYTES,
     Run,
     bucket_label,
     bucket_of,
@@ -17,6 +19,19 @@ from cogworker_async.observability.history import (
     pack,
     parse_minute,
 )
+
+
+def run(name: str, minute: int, us: int) -> Run:
+    """A run of ``us`` µs that ended a second into ``minute``."""
+    end = minute * 60 + 1.0
+    return (name, end - us / 1e6, end)
+
+
+def tag(tags: bytes, count: int, i: int) -> tuple[int, int, float]:
+    """The i-th ack's (group, bucket, run time) in a call's tags of ``count`` acks."""
+    group = int.from_bytes(tags[2 * i : 2 * i + 2], "little")
+    at = 3 * count + 8 * i
+    return group, tags[2 * count + i], struct.unpack("<d", tags[at : at + 8])[0]
 
 
 def test_buckets_are_sidekiqs_and_increasing() -> None:
@@ -60,12 +75,12 @@ def test_minute_of() -> None:
 
 def test_pack_aggregates_per_minute_and_name_with_bucket_counts() -> None:
     runs = [
-        Run("a", 10, 1_000),
-        Run("b", 10, 25_000),
+        run("a", 10, 1_000),
+        run("b", 10, 25_000),
         None,  # an ack not counted per name
-        Run("a", 10, 21_000),
-        Run("a", 11, 5),
-        Run("a", 10, 2_000),
+        run("a", 10, 21_000),
+        run("a", 11, 5),
+        run("a", 10, 2_000),
     ]
     groups, tags = pack(runs, "ns:history:", ttl=99)
     decoded = orjson.loads(groups)
@@ -78,8 +93,8 @@ def test_pack_aggregates_per_minute_and_name_with_bucket_counts() -> None:
         ("11", "a"): [1, 5, 0, 1],
     }
     # One tag per ack, in order: 1-based group, bucket, run time.
-    assert len(tags) == TAG.size * len(runs)
-    unpacked = [TAG.unpack_from(tags, i * TAG.size) for i in range(len(runs))]
+    assert len(tags) == TAG_BYTES * len(runs)
+    unpacked = [tag(tags, len(runs), i) for i in range(len(runs))]
     assert unpacked == [
         (1, 0, 1000.0),
         (2, 1, 25000.0),
@@ -90,10 +105,15 @@ def test_pack_aggregates_per_minute_and_name_with_bucket_counts() -> None:
     ]
 
 
+def test_pack_clamps_a_clock_that_went_back() -> None:
+    groups, _ = pack([("a", 100.0, 99.0)], "p:")
+    assert orjson.loads(groups)["g"] == [["1", "a", 1, 0, 0, 1]]
+
+
 def test_pack_of_nothing_counted() -> None:
     groups, tags = pack([None, None], "p:")
     assert orjson.loads(groups)["g"] == []
-    assert tags == TAG.pack(0, 0, 0.0) * 2
+    assert tags == bytes(TAG_BYTES * 2)
 
 
 def test_parse_minute_reads_fields_and_skips_junk() -> None:
