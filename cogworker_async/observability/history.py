@@ -100,34 +100,51 @@ def pack(runs: Sequence[Run | None], prefix: str, ttl: int = MINUTE_TTL) -> tupl
     ids = array("H")
     buckets = array("B")
     times = array("d")
+    add_id, add_bucket, add_time = ids.append, buckets.append, times.append
     first_bound = _BOUNDS_US[0]
-    last_name: str | None = None
-    last_minute = -1
-    group: list[Any] = []
+    # The current group (name, minute) and what it gathered since it became
+    # current, in locals: added to its totals when another group comes up.
+    name_now: str | None = None
+    start_now = end_now = 0.0  # the current minute's bounds (epoch s)
+    group: list[Any] = [0, 0, 0, [0] * BUCKET_COUNT]
+    gid = count = total = quick = 0  # quick: runs under the first bound (bucket 0)
     for run in runs:
         if run is None:
-            ids.append(0)
-            buckets.append(0)
-            times.append(0.0)
+            add_id(0)
+            add_bucket(0)
+            add_time(0.0)
             continue
         name, started, ended = run
-        us = round((ended - started) * 1e6)
-        if us < 0:  # noqa: PLR1730 - hot path: a branch costs less than max()
-            us = 0
-        minute = int(ended // 60)
-        if name != last_name or minute != last_minute:
+        if name != name_now or not start_now <= ended < end_now:
+            group[1] += count
+            group[2] += total
+            group[3][0] += quick
+            count = total = quick = 0
+            minute = int(ended // 60)
+            start_now, end_now, name_now = minute * 60.0, minute * 60.0 + 60.0, name
             found = index.get((minute, name))
             if found is None:
                 found = index[minute, name] = [len(groups) + 1, 0, 0, [0] * BUCKET_COUNT]
                 groups.append((minute, name, found))
-            group, last_name, last_minute = found, name, minute
-        group[1] += 1
-        group[2] += us
-        bucket = 0 if us < first_bound else bisect.bisect_right(_BOUNDS_US, us)
-        group[3][bucket] += 1
-        ids.append(group[0])
-        buckets.append(bucket)
-        times.append(us)
+            group = found
+            gid = group[0]
+        us = int((ended - started) * 1e6 + 0.5)
+        count += 1
+        add_id(gid)
+        if us < first_bound:
+            if us < 0:  # noqa: PLR1730 - hot path: a branch costs less than max()
+                us = 0  # a clock that went back
+            add_bucket(0)
+            quick += 1
+        else:
+            bucket = bisect.bisect_right(_BOUNDS_US, us)
+            add_bucket(bucket)
+            group[3][bucket] += 1
+        total += us
+        add_time(us)
+    group[1] += count
+    group[2] += total
+    group[3][0] += quick
     rows: list[list[Any]] = []
     for minute, name, (_, count, total, histogram) in groups:
         row: list[Any] = [str(minute), name, count, total]
