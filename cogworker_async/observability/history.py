@@ -7,11 +7,13 @@ resent after a lost reply finds its job gone and takes its own contribution
 back out (``includes/history.lua``).
 
 Layout (``<ns>:history:<epoch minute>``, a hash kept ``MINUTE_TTL``):
-
-- ``processed``, ``failed``: every job settled that minute;
-- ``<name>|r`` runs, ``<name>|f`` failures, ``<name>|us`` total run time of
-  its successful runs (µs), ``<name>|h<i>`` successful runs whose run time
-  fell in bucket ``i`` of ``BUCKETS_MS``.
+``<name>|f`` failures, ``<name>|us`` total run time of its successful runs
+(µs), ``<name>|h<i>`` successful runs whose run time fell in bucket ``i`` of
+``BUCKETS_MS`` (a job without a name, unparseable, is ``|f``). Everything
+else is a sum read back: a name's runs are its histogram plus its failures,
+the minute's processed and failed the sums over every name. So a call writes
+one ``HINCRBY`` per name and bucket met, one for the run time, and an
+``EXPIRE`` only when it created a field.
 
 As in Sidekiq 7, run time and histogram count successful runs only: a
 failure's run time says little about the job. The per-day totals are
@@ -183,30 +185,30 @@ def _int(value: bytes | str) -> int:
 
 def parse_minute(fields: Mapping[bytes | str, bytes | str]) -> MinuteCounts:
     """A minute's hash as read (HGETALL) → its counts; unknown or corrupt fields are skipped."""
-    processed = failed = 0
     per_name: dict[str, list[int]] = {}
     for raw_field, raw_value in fields.items():
         field = raw_field.decode("utf-8", "replace") if isinstance(raw_field, bytes) else raw_field
-        value = _int(raw_value)
-        if field == "processed":
-            processed = value
-            continue
-        if field == "failed":
-            failed = value
-            continue
         name, sep, metric = field.rpartition("|")
         if not sep:
             continue
+        if metric == "f":
+            at = 0
+        elif metric == "us":
+            at = 1
+        elif metric.startswith("h") and metric[1:].isdigit() and int(metric[1:]) < BUCKET_COUNT:
+            at = 2 + int(metric[1:])
+        else:
+            continue
         counts = per_name.get(name)
         if counts is None:
-            counts = per_name[name] = [0] * (3 + BUCKET_COUNT)
-        if metric == "r":
-            counts[0] = value
-        elif metric == "f":
-            counts[1] = value
-        elif metric == "us":
-            counts[2] = value
-        elif metric.startswith("h") and metric[1:].isdigit() and int(metric[1:]) < BUCKET_COUNT:
-            counts[3 + int(metric[1:])] = value
-    jobs = {name: JobCounts(c[0], c[1], c[2], tuple(c[3:])) for name, c in sorted(per_name.items())}
+            counts = per_name[name] = [0] * (2 + BUCKET_COUNT)
+        counts[at] = _int(raw_value)
+    processed = failed = 0
+    jobs: dict[str, JobCounts] = {}
+    for name, c in sorted(per_name.items()):
+        runs = c[0] + sum(c[2:])
+        processed += runs
+        failed += c[0]
+        if name:
+            jobs[name] = JobCounts(runs, c[0], c[1], tuple(c[2:]))
     return MinuteCounts(processed, failed, jobs)

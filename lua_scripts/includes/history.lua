@@ -11,8 +11,9 @@
 --     per name), then n buckets (u8), then n run times (double, us)
 --   missing = positions of acks whose job was already gone (ack_jobs): their
 --     runs are taken back out, so an ack resent after a lost reply counts once.
--- Writes per group: HINCRBY <name>|r, <name>|us, <name>|h<bucket> (one per
--- bucket met), and per minute: HINCRBY processed, EXPIRE. Nothing per job.
+-- Writes per group: HINCRBY <name>|h<bucket> (one per bucket met) and
+-- <name>|us, and EXPIRE only when a field was created. Nothing per job.
+-- Runs and the totals are sums read back: runs = histogram + failures.
 local function count_runs(groups, tags, missing)
   if groups == "" then
     return
@@ -32,46 +33,40 @@ local function count_runs(groups, tags, missing)
     if ok_tag and g > 0 then
       local m = minus[g]
       if not m then
-        m = {runs = 0, us = 0, buckets = {}}
+        m = {us = 0, buckets = {}}
         minus[g] = m
       end
-      m.runs = m.runs + 1
       m.us = m.us + us
       m.buckets[b] = (m.buckets[b] or 0) + 1
     end
   end
-  local per_key = {}
-  local keys_in_order = {}
+  local ttl = h["t"]
   for i, group in ipairs(h["g"]) do
     local m = minus[i]
-    local runs, us = group[3], group[4]
+    local us = group[4]
     if m then
-      runs, us = runs - m.runs, us - m.us
+      us = us - m.us
     end
-    if runs > 0 then
-      local key = h["p"] .. group[1]
-      local name = group[2]
-      redis.pcall("HINCRBY", key, name .. "|r", runs)
+    local key = h["p"] .. group[1]
+    local name = group[2]
+    -- A field just created (its new value is what was added) may be the
+    -- key's first: set its TTL then, not on every call.
+    local fresh = false
+    for j = 5, #group - 1, 2 do
+      local count = group[j + 1]
+      if m then
+        count = count - (m.buckets[group[j]] or 0)
+      end
+      if count > 0 then
+        fresh = redis.pcall("HINCRBY", key, name .. "|h" .. group[j], count) == count or fresh
+      end
+    end
+    if us > 0 then
       redis.pcall("HINCRBY", key, name .. "|us", us)
-      for j = 5, #group - 1, 2 do
-        local count = group[j + 1]
-        if m then
-          count = count - (m.buckets[group[j]] or 0)
-        end
-        if count > 0 then
-          redis.pcall("HINCRBY", key, name .. "|h" .. group[j], count)
-        end
-      end
-      if not per_key[key] then
-        per_key[key] = 0
-        keys_in_order[#keys_in_order + 1] = key
-      end
-      per_key[key] = per_key[key] + runs
     end
-  end
-  for _, key in ipairs(keys_in_order) do
-    redis.pcall("HINCRBY", key, "processed", per_key[key])
-    redis.pcall("EXPIRE", key, h["t"])
+    if fresh then
+      redis.pcall("EXPIRE", key, ttl)
+    end
   end
 end
 
@@ -81,11 +76,7 @@ local function count_failure(key, name, ttl)
   if key == "" then
     return
   end
-  redis.pcall("HINCRBY", key, "processed", 1)
-  redis.pcall("HINCRBY", key, "failed", 1)
-  if name ~= "" then
-    redis.pcall("HINCRBY", key, name .. "|r", 1)
-    redis.pcall("HINCRBY", key, name .. "|f", 1)
+  if redis.pcall("HINCRBY", key, name .. "|f", 1) == 1 then
+    redis.pcall("EXPIRE", key, ttl)
   end
-  redis.pcall("EXPIRE", key, ttl)
 end

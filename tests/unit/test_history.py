@@ -119,32 +119,30 @@ def test_pack_of_nothing_counted() -> None:
 def test_parse_minute_reads_fields_and_skips_junk() -> None:
     counts = parse_minute(
         {
-            b"processed": b"7",
-            b"failed": b"2",
-            b"mail|send|r": b"5",  # a name may hold the separator: the last one splits
-            b"mail|send|f": b"1",
+            b"mail|send|f": b"1",  # a name may hold the separator: the last one splits
             b"mail|send|us": b"123",
             b"mail|send|h0": b"3",
             b"mail|send|h25": b"1",
-            b"x|r": b"2",
             b"x|f": b"1",
             b"x|h99": b"4",  # no such bucket
             b"x|zz": b"4",  # no such metric
+            b"|f": b"2",  # no name (unparseable): in the totals only
             b"nosep": b"4",
-            b"y|r": b"corrupt",
+            b"processed": b"100",  # not a field of ours
+            b"y|h1": b"corrupt",
         }
     )
-    assert counts.processed == 7
-    assert counts.failed == 2
     send = counts.jobs["mail|send"]
     assert (send.runs, send.failures, send.run_us) == (5, 1, 123)
     assert send.histogram[0] == 3
     assert send.histogram[25] == 1
     assert sum(send.histogram) == 4
-    assert counts.jobs["x"].runs == 2
-    assert sum(counts.jobs["x"].histogram) == 0
+    assert counts.jobs["x"] == (1, 1, 0, (0,) * BUCKET_COUNT)
     assert counts.jobs["y"].runs == 0
     assert list(counts.jobs) == ["mail|send", "x", "y"]
+    # Runs are the histogram plus the failures; the totals, sums over every name.
+    assert counts.processed == 5 + 1 + 2
+    assert counts.failed == 1 + 1 + 2
 
 
 def test_parse_minute_of_nothing() -> None:
