@@ -17,11 +17,15 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import redis as sync_redis
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
 from redis.asyncio import Redis
 
 from cogworker_async import Client, Settings, Worker, api, job
 from cogworker_async.keys import Keys
 from cogworker_async.observability.history import BUCKET_COUNT, bucket_of, minute_of
+from cogworker_async.observability.prometheus import Metrics
 from cogworker_async.store import commands
 from cogworker_async.store.commands import today
 from cogworker_async.worker import processor
@@ -206,3 +210,29 @@ async def test_an_unparseable_job_counts_in_the_minute_without_a_name(
     assert sum(m.failed for m in history.minutes) == 1
     assert sum(m.processed for m in history.minutes) == 1
     assert history.jobs() == {}
+
+
+def test_prometheus_reads_the_last_complete_minute(settings: Settings, keys: Keys) -> None:
+    client = sync_redis.Redis.from_url(settings.redis_url)
+    last = minute_of(time.time()) - 1
+    client.hset(
+        keys.history(last),
+        mapping={"mail.send|h0": 3, "mail.send|h2": 1, "mail.send|us": 2_500_000, "mail.send|f": 2},
+    )
+    client.hset(keys.history(last + 1), mapping={"mail.send|h0": 99})  # this minute: not yet
+    client.set(keys.history(last - 1), "wrong type: reads as nothing")
+    metrics = Metrics(settings, registry=CollectorRegistry())
+    try:
+        samples = {
+            (s.name, tuple(s.labels.values())): s.value
+            for family in text_string_to_metric_families(generate_latest(metrics.registry).decode())
+            for s in family.samples
+        }
+    finally:
+        metrics.close()
+        client.close()
+    assert samples[("cogworker_job_last_minute_runs", ("mail.send",))] == 6
+    assert samples[("cogworker_job_last_minute_failures", ("mail.send",))] == 2
+    assert samples[("cogworker_job_last_minute_run_seconds", ("mail.send",))] == 2.5
+    assert samples[("cogworker_last_minute_processed", ())] == 6
+    assert samples[("cogworker_last_minute_failed", ())] == 2
