@@ -49,7 +49,9 @@ def _ack_args(keys: Keys, acks: Sequence[Ack]) -> list[EncodableArg]:
     """The history groups and tags (both "" when no ack is counted), then the acks."""
     groups: bytes | str = ""
     tags: bytes | str = ""
-    if any(ack.run is not None for ack in acks):
+    # The setting is per process, so a call's acks carry runs all or none: a
+    # look at both ends, not a scan of every ack on the path with history off.
+    if acks and (acks[0].run is not None or acks[-1].run is not None):
         groups, tags = history.pack([ack.run for ack in acks], keys.history_prefix)
     args: list[EncodableArg] = [groups, tags, len(acks)]
     args.extend(ack.raw for ack in acks)
