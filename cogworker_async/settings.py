@@ -117,8 +117,10 @@ class Settings(BaseSettings):
     status_ttl: float = Field(default=24 * 3600.0, gt=0)
     # The metrics history (<ns>:history:<minute>): per minute and per job name,
     # runs, failures, run time and a duration histogram, counted in the calls
-    # that settle the jobs. Costs no round trip (BENCHMARKS.md: what it costs).
-    metrics_history: bool = True
+    # that settle the jobs. No extra round trip, but ~0.5-1 µs of worker CPU a
+    # job: measured above the 10% bar on no-op jobs, so off by default
+    # (BENCHMARKS.md, "Metrics history").
+    metrics_history: bool = False
     # Jobs fetched ahead of demand per process (None: a quarter of concurrency;
     # 0: none). Hides the fetch round trip. Safe beside a job that crashes its
     # process: a job orphaned twice runs alone, with nothing prefetched beside it.

@@ -80,7 +80,13 @@ async def test_redis_stopped_mid_run_loses_no_counted_job(
 ) -> None:
     caplog.set_level(logging.WARNING)
     done.clear()
-    settings = Settings(redis_url=durable_redis.url, namespace=namespace, concurrency=20, **FAST)
+    settings = Settings(
+        redis_url=durable_redis.url,
+        namespace=namespace,
+        concurrency=20,
+        metrics_history=True,
+        **FAST,
+    )
     keys = Keys(namespace)
     total, failing = 3000, 200
     async with Client(settings) as client:
@@ -111,7 +117,9 @@ async def test_links_cut_mid_run_count_every_acked_job_once(
     async with Client(settings) as client:
         await client.enqueue_many(counted, [(i,) for i in range(total)])
     with FaultProxy("127.0.0.1", redis_server.port or 0) as proxy:
-        cut_off = settings.model_copy(update={"redis_url": proxy.url, "concurrency": 20})
+        cut_off = settings.model_copy(
+            update={"redis_url": proxy.url, "concurrency": 20, "metrics_history": True}
+        )
         async with Worker(cut_off, jobs=[counted]):
             for step in range(1, 8):
                 await wait_for(lambda s=step: _done(400 * s), timeout=30)

@@ -167,7 +167,7 @@ async def test_real_clock_counts_read_by_the_cli(
     async with Client(settings) as client:
         await client.enqueue_many(real, [()] * 300)
         await client.enqueue_many(fail, [()] * 20)
-    async with Worker(settings, jobs=[real, fail]):
+    async with Worker(settings.model_copy(update={"metrics_history": True}), jobs=[real, fail]):
         await wait_for(lambda: _processed(redis, keys, 320))
     done = cli(settings, "stats", "--history", "--minutes", "5", "--days", "3", "--json")
     assert done.returncode == 0, done.stderr
@@ -191,8 +191,8 @@ async def test_history_off_writes_no_history(settings: Settings, redis: Redis, k
     async with Client(settings) as client:
         await client.enqueue_many(real, [()] * 50)
         await client.enqueue_many(fail, [()] * 5)
-    off = settings.model_copy(update={"metrics_history": False})
-    async with Worker(off, jobs=[real, fail]):
+    assert not settings.metrics_history  # off by default
+    async with Worker(settings, jobs=[real, fail]):
         await wait_for(lambda: _processed(redis, keys, 55))
     assert await redis.keys(keys.history_prefix + "*") == []
     # The day counters are not part of the switch: stats always had them.
@@ -204,7 +204,7 @@ async def test_an_unparseable_job_counts_in_the_minute_without_a_name(
 ) -> None:
     await redis.lpush(keys.queue("default"), b"{not json")
     await redis.sadd(keys.queues, "default")
-    async with Worker(settings, jobs=[real]):
+    async with Worker(settings.model_copy(update={"metrics_history": True}), jobs=[real]):
         await wait_for(lambda: _processed(redis, keys, 1))
     history = await api.history(redis, keys, minutes=2, days=1)
     assert sum(m.failed for m in history.minutes) == 1
