@@ -370,9 +370,19 @@ async def park_unsettled(redis: Redis, keys: Keys, *, identity: str, filing: Fil
 
 
 async def file_unsettled(
-    redis: Redis, keys: Keys, *, record: bytes, target: str, jid: str, score: float, entry: bytes
+    redis: Redis,
+    keys: Keys,
+    *,
+    record: bytes,
+    target: str,
+    jid: str,
+    score: float,
+    entry: bytes,
+    counted: str | None = None,
 ) -> bool:
-    """File the head record of the unsettled list; False when someone else did."""
+    """File the head record of the unsettled list; False when someone else did.
+
+    ``counted``: the job's name for the metrics history (None: history off)."""
     script_keys = [
         keys.unsettled,
         target,
@@ -380,5 +390,12 @@ async def file_unsettled(
         keys.stats_processed,
         keys.stats_failed,
     ]
-    args: list[EncodableArg] = [record, score, entry]
+    args: list[EncodableArg] = [
+        record,
+        score,
+        entry,
+        "" if counted is None else keys.history(history.minute_of(time.time())),
+        counted or "",
+        history.MINUTE_TTL,
+    ]
     return bool(await script("file_unsettled").run(redis, script_keys, args))

@@ -3,8 +3,10 @@ acks that settle them, a resent ack counted once, failures counted by their fili
 
 from __future__ import annotations
 
+import logging
 import time
 
+import orjson
 import pytest
 from redis.asyncio import Redis
 
@@ -12,6 +14,7 @@ from cogworker_async.keys import Keys
 from cogworker_async.observability.history import MINUTE_TTL, parse_minute
 from cogworker_async.store import commands
 from cogworker_async.store.commands import Ack, Filing
+from cogworker_async.worker.unsettled import file_unsettled
 from tests.lua.support import enqueue, jid_of, make_job
 from tests.unit.test_history import run
 
@@ -168,3 +171,21 @@ async def test_ttl_set_when_a_field_is_created_not_on_every_call(redis: Redis, k
     )
     assert await redis.ttl(keys.history(MINUTE)) > MINUTE_TTL - 5
     assert parse_minute(await minute(redis, keys)).jobs["a"].runs == 3
+
+
+async def test_a_handed_over_failure_is_counted_when_filed(redis: Redis, keys: Keys) -> None:
+    named = make_job("q")
+    entry = orjson.dumps({**orjson.loads(named), "error_class": "ValueError"})
+    unnamed = b'{"raw": "{not json", "error_class": "UnparseableJob"}'
+    for raw, payload in ((named, entry), (b"x", unnamed)):
+        filing = Filing(raw, jid_of(named), keys.dead, time.time(), payload)
+        await redis.rpush(keys.unsettled, commands.unsettled_record(filing, keys))
+    now_minute = int(time.time() // 60)
+    filed = await file_unsettled(redis, keys, logging.getLogger("test"), history=True)
+    assert filed == 2
+    totals: dict[bytes, int] = {}
+    for at in (now_minute, now_minute + 1):
+        for field, value in (await minute(redis, keys, at)).items():
+            totals[field] = totals.get(field, 0) + int(value)
+    assert totals == {b"tests.job|f": 1, b"|f": 1}
+    assert await redis.get(keys.stats_failed) == b"2"
