@@ -236,3 +236,24 @@ def test_prometheus_reads_the_last_complete_minute(settings: Settings, keys: Key
     assert samples[("cogworker_job_last_minute_run_seconds", ("mail.send",))] == 2.5
     assert samples[("cogworker_last_minute_processed", ())] == 6
     assert samples[("cogworker_last_minute_failed", ())] == 2
+
+
+async def test_api_history_shapes_caps_and_bad_data(redis: Redis, keys: Keys) -> None:
+    now = 1_800_000_030.0  # half a minute into minute 30,000,000
+    await redis.hset(keys.history(30_000_000), mapping={"a|h0": 2, "a|f": 1})
+    await redis.set(keys.history(29_999_999), "not a hash")
+    await redis.set(keys.stats_processed_on(today(now)), "corrupt")
+    await redis.set(keys.stats_failed_on(today(now)), 4)
+    history = await api.history(redis, keys, minutes=3, days=2, now=now)
+    assert [m.minute for m in history.minutes] == [29_999_998, 29_999_999, 30_000_000]
+    assert [(m.processed, m.failed) for m in history.minutes] == [(0, 0), (0, 0), (3, 1)]
+    assert history.minutes[-1].at == 1_800_000_000.0
+    assert [(d.processed, d.failed) for d in history.days] == [(0, 0), (0, 4)]
+    assert history.jobs()["a"].mean_run_time == 0.0
+    capped = await api.history(redis, keys, minutes=10_000, days=10_000, now=now)
+    assert len(capped.minutes) == api.MAX_MINUTES == 240
+    assert len(capped.days) == api.MAX_DAYS == 180
+    empty = await api.history(redis, keys, minutes=0, days=0, now=now)
+    assert (empty.minutes, empty.days) == ([], [])
+    with pytest.raises(ValueError, match=">= 0"):
+        await api.history(redis, keys, minutes=-1)
