@@ -37,7 +37,7 @@ class Ack(NamedTuple):
 
     Only the raw bytes go to Redis (they are how the job is found on the
     in-progress list); the jid names the job in the worker's own logs.
-    ``run``: its name, minute and run time for the metrics history (None: off).
+    ``run``: its name, start and end for the metrics history (None: history off).
     """
 
     raw: bytes
