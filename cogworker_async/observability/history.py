@@ -80,11 +80,6 @@ def minute_of(epoch: float) -> int:
     return int(epoch // 60)
 
 
-def run_us(run: Run) -> int:
-    """A run's time in whole microseconds (a clock that went back: 0)."""
-    return max(0, round((run[2] - run[1]) * 1e6))
-
-
 def pack(runs: Sequence[Run | None], prefix: str, ttl: int = MINUTE_TTL) -> tuple[bytes, bytes]:
     """One call's runs (``None``: an ack not counted per name) aggregated for the script.
 
