@@ -10,12 +10,16 @@ starts in a subprocess (``bench/_worker_proc.py``). Its wall time runs from the
 first job's start until ``<ns>:stats:processed`` reaches the total; CPU is the
 worker process's ``time.process_time()`` over the same window.
 
-    python bench/throughput.py --mode noop [--repeat 3] [--json] [--uvloop]
+    python bench/throughput.py --mode noop [--repeat 3] [--json] [--uvloop] [--history on|off]
+
+``--history on|off`` sets ``COGWORKER_METRICS_HISTORY`` for the worker (the
+metrics history's cost: BENCHMARKS.md); without it the setting's default.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -148,8 +152,14 @@ async def bench(
 def main() -> None:
     parser = argparse.ArgumentParser(description="cogworker_async worker throughput")
     parser.add_argument("--mode", choices=sorted(MODES), default="noop")
+    parser.add_argument(
+        "--history", choices=("on", "off"), help="metrics history in the worker (default: its)"
+    )
     common.add_common_args(parser)
     args = parser.parse_args()
+    if args.history is not None:
+        # The worker subprocess inherits it; Settings reads it from there.
+        os.environ["COGWORKER_METRICS_HISTORY"] = "true" if args.history == "on" else "false"
     with common.redis_server(args.redis_url) as url:
         result = common.run_async(
             bench(url, args.mode, repeat=args.repeat, use_uvloop=args.uvloop),

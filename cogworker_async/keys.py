@@ -140,6 +140,14 @@ class Keys:
     def stats_failed_on(self, day: str) -> str:
         return f"{self.ns}:stats:failed:{day}"
 
+    def history(self, minute: int) -> str:
+        """The metrics history of one minute (epoch minute): a hash, kept a few hours."""
+        return f"{self.ns}:history:{minute}"
+
+    @property
+    def history_prefix(self) -> str:
+        return f"{self.ns}:history:"
+
     def stat(self, name: str) -> str:
         """A named counter beside processed/failed (recovered, parked, ...)."""
         return f"{self.ns}:stats:{name}"

@@ -15,8 +15,10 @@
 -- ARGV[5] = per-day stat TTL (s)
 -- ARGV[6] = "1" when a suspect may be taken, "0" when the caller declines them
 --   (it just gave one back: it could not get the process to itself in time)
--- ARGV[7] = number of acks a; ARGV[8..7+a] = the finished jobs, as fetched
--- ARGV[8+a..] = the queue names matching KEYS[5..]
+-- ARGV[7] = the acks' history groups, ARGV[8] = their tags ("", "": history
+--   off; see includes/history.lua)
+-- ARGV[9] = number of acks a; ARGV[10..9+a] = the finished jobs, as fetched
+-- ARGV[10+a..] = the queue names matching KEYS[5..]
 -- Returns {jobs taken (raw, in the order taken), positions of acks whose job
 -- was already gone, names of queues skipped because their key has the wrong type,
 -- sources: a queue name and how many of the jobs taken came from it, in the
@@ -32,16 +34,18 @@
 -- the text, not the counter, so a forged mark is cut off and the job taken as
 -- a plain one. Only a job whose third byte is "s" is looked at twice.
 --- @include ack_jobs
+--- @include history
 
-local missing, acked = ack_jobs(KEYS[1], ARGV[3], 8, ARGV[1] == "reliable")
+local missing, acked = ack_jobs(KEYS[1], ARGV[3], 10, ARGV[1] == "reliable")
 -- Only what this call removed: an ack resent after a lost reply counts once.
 count_processed(KEYS[3], KEYS[4], acked - #missing, tonumber(ARGV[5]))
+count_runs(ARGV[7], ARGV[8], missing)
 
 local reliable = ARGV[1] == "reliable"
 local wanted = tonumber(ARGV[2])
 local suspects_ok = ARGV[6] == "1"
 local counter_prefix = ARGV[3]
-local names_at = 8 + acked
+local names_at = 10 + acked
 local taken, broken, sources = {}, {}, {}
 local alone = false -- a suspect was taken: nothing else goes with it
 for i = 5, #KEYS do

@@ -14,11 +14,14 @@
 -- ARGV[4] = 1 when KEYS[2] is the dead set (trim it), else 0
 -- ARGV[5] = dead-set cap (entries), ARGV[6] = dead-set cutoff (epoch s)
 -- ARGV[7] = per-day stat TTL (s)
+-- ARGV[8] = this minute's history hash ("" = history off), ARGV[9] = the job's
+--   name ("" = none: unparseable), ARGV[10] = the history hash's TTL (s)
 -- Returns 1 when filed; 0 when the job was no longer on the list (recovery
 -- requeued it while it ran here: it will run again, so it is not filed).
 -- Written before removed: a script stopped halfway keeps the job somewhere.
 
 --- @include wake_poller
+--- @include history
 
 if not redis.call("LPOS", KEYS[1], ARGV[1]) then
   return 0
@@ -40,4 +43,5 @@ for _, key in ipairs({KEYS[4], KEYS[5], KEYS[6], KEYS[7]}) do
 end
 redis.pcall("EXPIRE", KEYS[6], day_ttl)
 redis.pcall("EXPIRE", KEYS[7], day_ttl)
+count_failure(ARGV[8], ARGV[9], tonumber(ARGV[10]))
 return 1

@@ -5,7 +5,10 @@
 -- caller: retry or dead), KEYS[3] = the job's orphan counter
 -- KEYS[4] = stats:processed, KEYS[5] = stats:failed
 -- ARGV[1] = the record expected at the head, ARGV[2] = score, ARGV[3] = payload
+-- ARGV[4] = this minute's history hash ("" = history off), ARGV[5] = the job's
+--   name, ARGV[6] = the history hash's TTL (s) (see includes/history.lua)
 -- Returns 1 when filed, 0 when the head is another record (someone else filed it).
+--- @include history
 
 if redis.call("LINDEX", KEYS[1], 0) ~= ARGV[1] then
   return 0
@@ -15,4 +18,5 @@ redis.call("LPOP", KEYS[1])
 redis.pcall("DEL", KEYS[3]) -- it ran to the end: its orphan count is moot
 redis.pcall("INCR", KEYS[4])
 redis.pcall("INCR", KEYS[5])
+count_failure(ARGV[4] or "", ARGV[5] or "", tonumber(ARGV[6]))
 return 1

@@ -11,12 +11,23 @@ Moving an entry of the retry, dead or schedule set onto its queue is one Lua
 call per entry (``enqueue_entry.lua``): it is never both queued and still in
 the set, and two operators retrying it at once move it once.
 
-Layout: ``overview`` (queues, stats, pause/resume/clear), ``sets`` (the
+Layout: ``overview`` (queues, stats, pause/resume/clear), ``history`` (the
+metrics history per minute and per day), ``sets`` (the
 retry, dead and schedule sets), ``running`` (processes, what they run,
 signals), ``quarantine`` (keys the key guard moved aside); ``_common`` holds
 the shared helpers. Import from here: the submodules are not the interface.
 """
 
+from cogworker_async.api.history import (
+    MAX_DAYS,
+    MAX_MINUTES,
+    DayPoint,
+    History,
+    JobMinute,
+    JobSummary,
+    MinutePoint,
+    history,
+)
 from cogworker_async.api.overview import (
     RECOVERY_COUNTERS,
     QueueInfo,
@@ -56,12 +67,19 @@ from cogworker_async.api.sets import (
 
 __all__ = [
     "DIGEST_PREFIX",
+    "MAX_DAYS",
+    "MAX_MINUTES",
     "RECOVERY_COUNTERS",
     "SET_NAMES",
     "SIGNALS",
     "SIGNAL_TTL",
     "BusyJob",
+    "DayPoint",
     "Entry",
+    "History",
+    "JobMinute",
+    "JobSummary",
+    "MinutePoint",
     "ProcessInfo",
     "QuarantinedKey",
     "QueueInfo",
@@ -73,6 +91,7 @@ __all__ = [
     "delete",
     "delete_all",
     "digest",
+    "history",
     "list_entries",
     "parse_entry",
     "pause",

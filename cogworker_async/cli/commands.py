@@ -28,6 +28,7 @@ from redis.asyncio import Redis
 
 from cogworker_async import api
 from cogworker_async.cli import admin as cli_admin
+from cogworker_async.cli import history as cli_history
 from cogworker_async.cli import periodic as periodic_cli
 from cogworker_async.cli import web as cli_web
 from cogworker_async.cli import worker as cli_worker
@@ -194,10 +195,28 @@ def status(
 
 @app.command()
 def stats(
-    json_out: JsonFlag = False, redis_url: RedisUrl = None, namespace: Namespace = None
+    json_out: JsonFlag = False,
+    redis_url: RedisUrl = None,
+    namespace: Namespace = None,
+    history: Annotated[
+        bool, typer.Option("--history", help="The metrics history instead: per day, minute, job")
+    ] = False,
+    minutes: Annotated[
+        int, typer.Option("--minutes", min=0, max=api.MAX_MINUTES, help="Minutes of history")
+    ] = 60,
+    days: Annotated[
+        int, typer.Option("--days", min=0, max=api.MAX_DAYS, help="Days of history")
+    ] = 30,
 ) -> None:
     """Processed, failed, per-queue size and latency, scheduled, retry, dead, processes."""
     settings = build_settings(redis_url=redis_url, namespace=namespace)
+    if history:
+
+        async def read(redis: Redis, keys: Keys) -> api.History:
+            return await api.history(redis, keys, minutes=minutes, days=days)
+
+        cli_history.print_history(run_redis(settings, read), json_out=json_out)
+        return
     result = run_redis(settings, api.stats)
     if json_out:
         typer.echo(json.dumps(result.as_dict(), indent=2))

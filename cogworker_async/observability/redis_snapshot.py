@@ -24,6 +24,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from cogworker_async.keys import Keys
+from cogworker_async.observability.history import MinuteCounts, minute_of, parse_minute
 from cogworker_async.settings import Settings
 from cogworker_async.store.faults import is_outage
 
@@ -112,6 +113,8 @@ class Snapshot:
     queues: list[tuple[str, int, float, bool]] = field(default_factory=list)
     gauges: dict[str, int] = field(default_factory=lambda: dict.fromkeys(GAUGES, 0))
     counters: dict[str, int] = field(default_factory=dict)
+    # The metrics history's last complete minute (empty with history off).
+    last_minute: MinuteCounts = field(default_factory=lambda: MinuteCounts(0, 0, {}))
 
 
 def read_snapshot(client: redis.Redis, keys: Keys) -> Snapshot:
@@ -130,10 +133,15 @@ def read_snapshot(client: redis.Redis, keys: Keys) -> Snapshot:
         pipe.llen(keys.repeat_orphans)
         for name in RECOVERY_COUNTERS:
             pipe.get(keys.stat(name))
+        pipe.hgetall(keys.history(minute_of(time.time()) - 1))
         first = pipe.execute(raise_on_error=False)
     _raise_outage(first)
     names, paused, identities = (_members(reply) for reply in first[:3])
-    snapshot = Snapshot(counters=dict(zip(RECOVERY_COUNTERS, map(_count, first[7:]), strict=True)))
+    *counters, last_minute = first[7:]
+    snapshot = Snapshot(
+        counters=dict(zip(RECOVERY_COUNTERS, map(_count, counters), strict=True)),
+        last_minute=parse_minute(last_minute if isinstance(last_minute, dict) else {}),
+    )
     sizes = ("scheduled_size", "retry_size", "dead_size", "parked_size")
     for name, reply in zip(sizes, first[3:7], strict=True):
         snapshot.gauges[name] = _count(reply)
@@ -215,3 +223,31 @@ class RedisCollector(Collector):
             if snapshot is not None:
                 counter.add_metric([], snapshot.counters[name])
             yield counter
+        yield from _last_minute(snapshot.last_minute if snapshot else None)
+
+
+LAST_MINUTE = {
+    "runs": "Runs of the job in the last complete minute, every process (metrics history)",
+    "failures": "Failed runs of the job in the last complete minute (metrics history)",
+    "run_seconds": "Total run time of its successful runs in the last complete minute",
+}
+
+
+def _last_minute(counts: MinuteCounts | None) -> Iterator[Metric]:
+    """The metrics history's last complete minute: totals, and per job name."""
+    for name, text in (("processed", "Jobs settled"), ("failed", "Jobs failed")):
+        family = GaugeMetricFamily(
+            f"cogworker_last_minute_{name}", f"{text} in the last complete minute, every process"
+        )
+        if counts is not None:
+            family.add_metric([], getattr(counts, name))
+        yield family
+    families = {
+        name: GaugeMetricFamily(f"cogworker_job_last_minute_{name}", text, labels=["job"])
+        for name, text in LAST_MINUTE.items()
+    }
+    for job, c in counts.jobs.items() if counts else ():
+        families["runs"].add_metric([job], c.runs)
+        families["failures"].add_metric([job], c.failures)
+        families["run_seconds"].add_metric([job], c.run_us / 1e6)
+    yield from families.values()

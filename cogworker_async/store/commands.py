@@ -12,10 +12,12 @@ import orjson
 from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
+from cogworker_async.observability import history
+from cogworker_async.observability.history import Run
 from cogworker_async.store.replies import text
 from cogworker_async.store.scripts import EncodableArg, script
 
-DAY_STAT_TTL = 5 * 365 * 24 * 3600
+DAY_STAT_TTL = history.DAY_TTL
 ORPHANINGS_TTL = 7 * 24 * 3600
 
 
@@ -35,14 +37,23 @@ class Ack(NamedTuple):
 
     Only the raw bytes go to Redis (they are how the job is found on the
     in-progress list); the jid names the job in the worker's own logs.
+    ``run``: its name, start and end for the metrics history (None: history off).
     """
 
     raw: bytes
     jid: str
+    run: Run | None = None
 
 
-def _ack_args(acks: Sequence[Ack]) -> list[EncodableArg]:
-    args: list[EncodableArg] = [len(acks)]
+def _ack_args(keys: Keys, acks: Sequence[Ack]) -> list[EncodableArg]:
+    """The history groups and tags (both "" when no ack is counted), then the acks."""
+    groups: bytes | str = ""
+    tags: bytes | str = ""
+    # The setting is per process, so a call's acks carry runs all or none: a
+    # look at both ends, not a scan of every ack on the path with history off.
+    if acks and (acks[0].run is not None or acks[-1].run is not None):
+        groups, tags = history.pack([ack.run for ack in acks], keys.history_prefix)
+    args: list[EncodableArg] = [groups, tags, len(acks)]
     args.extend(ack.raw for ack in acks)
     return args
 
@@ -85,7 +96,7 @@ async def fetch(
         keys.wakeup_prefix,
         DAY_STAT_TTL,
         1 if suspects else 0,
-        *_ack_args(acks),
+        *_ack_args(keys, acks),
         *queues,
     ]
     taken, missing, broken, sources = await script("fetch").run(redis, script_keys, args)
@@ -101,20 +112,25 @@ async def ack(redis: Redis, keys: Keys, *, identity: str, acks: Sequence[Ack]) -
         keys.stats_processed,
         keys.stats_processed_on(today()),
     ]
-    args = [keys.orphanings_prefix, DAY_STAT_TTL, *_ack_args(acks)]
+    args = [keys.orphanings_prefix, DAY_STAT_TTL, *_ack_args(keys, acks)]
     missing = await script("ack").run(redis, script_keys, args)
     return [acks[i - 1] for i in missing]
 
 
 @dataclass(frozen=True, slots=True)
 class Filing:
-    """Where a failed job goes: ``target`` is the retry or dead set, or None to discard."""
+    """Where a failed job goes: ``target`` is the retry or dead set, or None to discard.
+
+    ``counted``: the job's name for the metrics history ("" when it has none:
+    unparseable), or None when the history is off.
+    """
 
     raw: bytes
     jid: str
     target: str | None
     score: float
     entry: bytes
+    counted: str | None = None
 
 
 async def file(
@@ -147,6 +163,9 @@ async def file(
         dead_max_jobs,
         now - dead_timeout,
         DAY_STAT_TTL,
+        "" if filing.counted is None else keys.history(history.minute_of(now)),
+        filing.counted or "",
+        history.MINUTE_TTL,
     ]
     return bool(await script("file").run(redis, script_keys, args))
 
@@ -351,9 +370,19 @@ async def park_unsettled(redis: Redis, keys: Keys, *, identity: str, filing: Fil
 
 
 async def file_unsettled(
-    redis: Redis, keys: Keys, *, record: bytes, target: str, jid: str, score: float, entry: bytes
+    redis: Redis,
+    keys: Keys,
+    *,
+    record: bytes,
+    target: str,
+    jid: str,
+    score: float,
+    entry: bytes,
+    counted: str | None = None,
 ) -> bool:
-    """File the head record of the unsettled list; False when someone else did."""
+    """File the head record of the unsettled list; False when someone else did.
+
+    ``counted``: the job's name for the metrics history (None: history off)."""
     script_keys = [
         keys.unsettled,
         target,
@@ -361,5 +390,12 @@ async def file_unsettled(
         keys.stats_processed,
         keys.stats_failed,
     ]
-    args: list[EncodableArg] = [record, score, entry]
+    args: list[EncodableArg] = [
+        record,
+        score,
+        entry,
+        "" if counted is None else keys.history(history.minute_of(time.time())),
+        counted or "",
+        history.MINUTE_TTL,
+    ]
     return bool(await script("file_unsettled").run(redis, script_keys, args))

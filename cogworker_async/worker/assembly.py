@@ -101,6 +101,7 @@ def build_parts(
         concurrency=settings.concurrency,
         logger=logger,
         tracker=Tracker(redis, keys, settings, logger),
+        history=settings.metrics_history,
     )
     # What the fetcher may forget the source queue of: none of these.
     fetcher.ours = known_jobs

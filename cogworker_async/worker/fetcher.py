@@ -27,6 +27,7 @@ import orjson
 from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
+from cogworker_async.observability.history import Run
 from cogworker_async.settings import QueueSpec
 from cogworker_async.store import commands
 from cogworker_async.store.commands import Ack
@@ -178,11 +179,12 @@ class Fetcher:
         self._kick.set()
         self._short.set()
 
-    def ack(self, raw: bytes, jid: str) -> None:
-        """Acknowledge a finished job with the next call (batched)."""
+    def ack(self, raw: bytes, jid: str, run: Run | None = None) -> None:
+        """Acknowledge a finished job with the next call (batched); ``run``: what the
+        metrics history counts of it, in the same call."""
         if not self.reliable:
             raw, jid = b"", ""  # basic mode: nothing to remove, only counted
-        self._acks.add(Ack(raw, jid))
+        self._acks.add(Ack(raw, jid, run))
         self._kick.set()
 
     @property

@@ -62,8 +62,12 @@ class Processors:
         logger: logging.Logger,
         alone_wait: float | None = None,
         tracker: Tracker | None = None,
+        history: bool = False,
     ) -> None:
         self._fetcher = fetcher
+        # The metrics history: each success's name, minute and run time go
+        # with its ack (aggregated per call, counted by the script that acks).
+        self._history = history
         self._settler = settler
         self._registry = registry
         self._middleware = middleware
@@ -196,7 +200,10 @@ class Processors:
                 if self._tracker is not None and self._tracked(job, function):
                     await self._tracker.failed(slot, job, function, exc, filing)
         else:
-            self._fetcher.ack(raw, job["jid"])
+            if self._history:
+                self._fetcher.ack(raw, job["jid"], (job["class"], started, time.time()))
+            else:
+                self._fetcher.ack(raw, job["jid"])
             if self._debug:
                 self._log.debug(
                     "jid=%s %s done queue=%s in %.3f s",

@@ -80,7 +80,9 @@ class Recovery:
             moved = await self._recover_all()
             await self._bury_repeat_orphans()
             await self._complete_raw_burials()
-            await file_unsettled(self._redis, self._keys, self._log)
+            await file_unsettled(
+                self._redis, self._keys, self._log, history=self._settings.metrics_history
+            )
         finally:
             await commands.release_lock(self._redis, self._keys.recovery_lock, token)
         return moved

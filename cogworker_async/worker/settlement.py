@@ -20,6 +20,7 @@ import random
 import time
 import traceback
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import orjson
@@ -103,7 +104,20 @@ class Settler:
 
         ``function`` is the handler registered under the job's name (None when
         there is none): its options stand in for those the payload lacks.
+        With the metrics history on, the filing counts it under its name.
         """
+        filing = self._failure_filing(raw, job, exc, function)
+        if self._settings.metrics_history:
+            return replace(filing, counted=str(job.get("class", "")))
+        return filing
+
+    def _failure_filing(
+        self,
+        raw: bytes,
+        job: dict[str, Any],
+        exc: BaseException,
+        function: JobFunction[Any, Any] | None,
+    ) -> Filing:
         now = time.time()
         limit = retry_limit(job, self._settings, function.defaults.retry if function else None)
         retry_in = function.retry_in if function is not None else None
@@ -165,7 +179,9 @@ class Settler:
         return None
 
     def unparseable_filing(self, raw: bytes, reason: str) -> Filing:
-        return Filing(raw, "", self._keys.dead, time.time(), payload.unparseable_entry(raw, reason))
+        entry = payload.unparseable_entry(raw, reason)
+        counted = "" if self._settings.metrics_history else None
+        return Filing(raw, "", self._keys.dead, time.time(), entry, counted)
 
     async def file(self, filing: Filing) -> None:
         """File now, or keep it pending if Redis refuses; never raises (but cancellation)."""

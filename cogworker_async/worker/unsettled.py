@@ -29,8 +29,12 @@ def _valid(record: Any) -> bool:
     )
 
 
-async def file_unsettled(redis: Redis, keys: Keys, logger: logging.Logger) -> int:
-    """File every handed-over record, head first; returns how many were filed."""
+async def file_unsettled(
+    redis: Redis, keys: Keys, logger: logging.Logger, *, history: bool = False
+) -> int:
+    """File every handed-over record, head first; returns how many were filed.
+
+    ``history``: count each in the metrics history, under its job's name."""
     filed = 0
     records: list[bytes] = await redis.lrange(keys.unsettled, 0, -1)  # type: ignore[assignment]
     for raw in records:
@@ -50,10 +54,21 @@ async def file_unsettled(redis: Redis, keys: Keys, logger: logging.Logger) -> in
             jid=str(record.get("jid", "")),
             score=float(record["score"]),
             entry=record["payload"].encode(),
+            counted=_name(record["payload"]) if history else None,
         ):
             filed += 1
             logger.info("filed handed-over failure jid=%s in %s", record.get("jid"), record["set"])
     return filed
+
+
+def _name(entry: str) -> str:
+    """The job name in a record's payload ("" when it has none: an unparseable job's)."""
+    try:
+        job = orjson.loads(entry)
+    except orjson.JSONDecodeError:
+        return ""
+    name = job.get("class") if isinstance(job, dict) else None
+    return name if isinstance(name, str) else ""
 
 
 async def _quarantine(redis: Redis, keys: Keys, raw: bytes, logger: logging.Logger) -> None:

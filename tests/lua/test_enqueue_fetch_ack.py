@@ -319,7 +319,7 @@ async def test_ack_script_raw_bytes_untouched(redis: Redis, keys: Keys) -> None:
             keys.stats_processed,
             keys.stats_processed_on(today()),
         ],
-        [keys.orphanings_prefix, DAY_STAT_TTL, 1, raw],
+        [keys.orphanings_prefix, DAY_STAT_TTL, "", "", 1, raw],
     )
     assert missing == []
     assert await redis.exists(keys.in_progress(ME)) == 0
