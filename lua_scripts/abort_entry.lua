@@ -40,12 +40,15 @@ end
 local start = tonumber(config["start"])
 local window = tonumber(config["window"])
 local entries = redis.call("LRANGE", KEYS[1], start, start + window - 1)
-for _, entry in ipairs(entries) do
+for i, entry in ipairs(entries) do
   -- A plain substring test first: only an entry holding the jid is decoded.
   if string.find(entry, jid, 1, true) then
     local ok, decoded = pcall(cjson.decode, entry)
     if ok and type(decoded) == "table" and decoded["jid"] == jid then
-      redis.call("LREM", KEYS[1], 1, entry)
+      -- LREM walks from the nearer end: the oldest job (at the tail) is found
+      -- at once, not after every newer one.
+      local nearer_tail = start + i - 1 > redis.call("LLEN", KEYS[1]) / 2
+      redis.call("LREM", KEYS[1], nearer_tail and -1 or 1, entry)
       tombstone()
       return {1, entry}
     end
