@@ -10,10 +10,11 @@ A plain ``def`` runs in a thread (``threads.py``: never abandoned on a timeout,
 waited for or left running at shutdown); a job recovered from a dead process
 more than once runs alone (``suspects.py``).
 
-Abort (``aborts.py`` hears of it): a running ``async def`` is cancelled in its
-processor's task, a plain ``def`` is marked; either is filed as aborted (never
-retried) when it ends, whatever it ended with. A job never aborted pays one
-attribute test after it runs and one empty-dict test before.
+Abort (``abort_listener.py`` hears of it, ``aborting.py`` acts): a running
+``async def`` is cancelled in its processor's task, a plain ``def`` is marked;
+either is filed as aborted (never retried) when it ends, whatever it ended
+with. A job never aborted pays one attribute test after it runs and one
+empty-dict test before.
 """
 
 from __future__ import annotations
@@ -34,13 +35,17 @@ from cogworker_async.context import set_current
 from cogworker_async.errors import JobTimeout, UnknownJob
 from cogworker_async.jobs import JobFunction, JobRegistry
 from cogworker_async.middleware import Next, ServerMiddleware, wrap_server_chain
+from cogworker_async.worker.aborting import (
+    MARKED,
+    NOT_ABORTED,
+    abort_in,
+    ended_by_abort,
+)
 from cogworker_async.worker.fetcher import Fetcher
 from cogworker_async.worker.settlement import Settler
 from cogworker_async.worker.suspects import SUSPECT_PREFIX, Suspects
 from cogworker_async.worker.threads import HandlerThreads, cancelled_by_us
 from cogworker_async.worker.tracking import Tracker
-
-NOT_ABORTED, MARKED, CANCELLED = 0, 1, 2  # RunningJob.aborted
 
 
 class RunningJob:
@@ -203,7 +208,7 @@ class Processors:
             else:
                 await self._run(raw, job, function)
         except BaseException as exc:  # why: our cancellation is re-raised
-            if running.aborted and self._ended_by_abort(slot, running, exc):
+            if running.aborted and ended_by_abort(running, self._tasks.get(slot), exc):
                 await self._file_aborted(slot, running)
                 return
             if cancelled_by_us(exc):
@@ -231,7 +236,7 @@ class Processors:
                     await self._tracker.failed(slot, job, function, exc, filing)
         else:
             if running.aborted:  # a thread marked, or a handler that swallowed our cancel
-                self._ended_by_abort(slot, running, None)
+                ended_by_abort(running, self._tasks.get(slot), None)
                 await self._file_aborted(slot, running)
                 return
             if self._history:
@@ -252,43 +257,8 @@ class Processors:
                 self._quiet.set()
 
     def abort(self, jid: str) -> bool:
-        """Abort job ``jid`` if a processor here runs it; True if one does (or did it already).
-
-        An ``async def`` is cancelled in its processor's task; a plain ``def``
-        (its thread can't be stopped), or a job without a handler, is marked.
-        Either is filed as aborted when it ends. Too late once it is settling.
-        """
-        for slot, running in self.running.items():
-            job = running.job
-            if job is None or job.get("jid") != jid:
-                continue
-            if running.aborted or running.settling:
-                return True
-            function = self._registry.get(job["class"])
-            task = self._tasks.get(slot)
-            if function is not None and function.is_async and task is not None:
-                running.aborted = CANCELLED
-                task.cancel("aborted")
-            else:
-                running.aborted = MARKED
-            self._log.info(
-                "jid=%s %s aborted while running: %s",
-                jid,
-                job["class"],
-                "cancelled" if running.aborted == CANCELLED else "filed when its thread returns",
-            )
-            return True
-        return False
-
-    def _ended_by_abort(self, slot: int, running: RunningJob, exc: BaseException | None) -> bool:
-        """An aborted job ended (``exc``: how): take back our cancel; False when a
-        cancellation of ours (a shutdown) came too, which wins: the job stays listed."""
-        if running.aborted == CANCELLED:
-            running.aborted = MARKED  # cancelled once, taken back once
-            task = self._tasks.get(slot)
-            if task is not None:
-                task.uncancel()
-        return exc is None or not cancelled_by_us(exc)
+        """Abort job ``jid`` if a processor here runs it (see ``aborts.abort_in``)."""
+        return abort_in(self.running, self._tasks, self._registry, jid, self._log)
 
     async def _file_aborted(self, slot: int, running: RunningJob) -> None:
         """File an aborted job (shielded, as a failure is): settled, not retried."""

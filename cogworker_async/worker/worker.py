@@ -33,7 +33,7 @@ from cogworker_async.periodic.overlap import overlap_middleware
 from cogworker_async.periodic.ticker import Ticker
 from cogworker_async.settings import Settings
 from cogworker_async.store.connection import connect
-from cogworker_async.worker.aborts import AbortWatcher
+from cogworker_async.worker.abort_listener import AbortWatcher
 from cogworker_async.worker.assembly import build_parts
 from cogworker_async.worker.duties import start_duties
 from cogworker_async.worker.fetcher import Fetcher
