@@ -31,7 +31,9 @@ from cogworker_async import (
     Worker,
     job,
 )
+from cogworker_async.embedded import EmbeddedRedis
 from cogworker_async.keys import Keys
+from tests.faultproxy import FaultProxy
 from tests.helpers import wait_for
 from tests.integration.test_cli import cli, one_error
 
@@ -373,3 +375,51 @@ async def test_cli_abort_json_and_human(settings: Settings) -> None:
     assert "not found: no job " + "e" * 24 in one_error(unknown, 1)
     finished = await anyio.to_thread.run_sync(lambda: cli(settings, "abort", two.jid))
     assert "finished: job " in one_error(finished, 1)
+
+
+async def _listeners(redis: Redis, keys: Keys) -> int:
+    reply = await redis.pubsub_numsub(keys.aborts)
+    return int(reply[0][1])
+
+
+@pytest.mark.timeout(60)
+async def test_aborts_arrive_across_an_outage_of_the_listener(
+    redis_server: EmbeddedRedis, settings: Settings, redis: Redis, keys: Keys
+) -> None:
+    """Sent while the worker is cut off: arrives once it is back (its listener checks the
+    tombstones on subscribing again), well before a slow beat; then heard again at once."""
+    slow_beat = {"heartbeat_interval": 5.0, "heartbeat_ttl": 20.0, "orphan_threshold": 40.0}
+    with FaultProxy("127.0.0.1", redis_server.port or 0) as proxy:
+        cut_off = settings.model_copy(update={"redis_url": proxy.url, **slow_beat})
+        started["hangs"] = anyio.Event()
+        async with Client(settings) as client, Worker(cut_off, jobs=ALL) as worker:
+            assert worker.aborts is not None
+            await worker.aborts.subscribed.wait()
+            first = await client.enqueue(hangs)
+            assert first is not None
+            with anyio.fail_after(10):
+                await started["hangs"].wait()
+            proxy.refuse(True)
+
+            async def nobody_listens() -> bool:
+                return await _listeners(redis, keys) == 0
+
+            await wait_for(nobody_listens)
+            assert await first.abort() is AbortOutcome.CANCELLING
+            proxy.heal()
+            with anyio.fail_after(4), pytest.raises(JobAborted):
+                await first.result(timeout=None)
+            started["hangs"] = anyio.Event()
+            second = await client.enqueue(hangs)
+            assert second is not None
+            with anyio.fail_after(10):
+                await started["hangs"].wait()
+
+            async def listening() -> bool:
+                return await _listeners(redis, keys) == 1
+
+            await wait_for(listening)
+            assert await second.abort() is AbortOutcome.CANCELLING
+            with anyio.fail_after(2), pytest.raises(JobAborted):
+                await second.result(timeout=None)
+    assert cancelled == ["hangs", "hangs"]
