@@ -88,25 +88,34 @@ async def _zscan(redis: Redis, key: str, jid: str, count: int) -> AsyncIterator[
 
 
 async def find_running(redis: Redis, keys: Keys, jid: str) -> bool:
-    """Is job ``jid`` on a process's in-progress list, or in what a process says it runs?
+    """Is job ``jid`` on a process's in-progress list (reliable fetch), or in what a
+    process without one (basic fetch) says it runs?
 
-    Both are short (a process's concurrency and prefetch); the workers hashes
-    also cover processes fetching in basic mode (no in-progress list).
+    Both are short (a process's concurrency and prefetch). The workers hash is
+    read only for a process without a list: it is rewritten once a beat, so
+    it may still name a job that has just finished.
     """
-    members = await redis.sunion([keys.in_progress_identities, keys.processes])
-    identities = sorted(text(m) for m in members)
-    if not identities:
+    pipe = redis.pipeline(transaction=False)
+    pipe.smembers(keys.in_progress_identities)
+    pipe.smembers(keys.processes)
+    listed, present = await pipe.execute()
+    reliable = sorted(text(m) for m in listed)
+    basic = sorted(text(m) for m in present if m not in listed)
+    if not reliable and not basic:
         return False
     pipe = redis.pipeline(transaction=False)
-    for identity in identities:
+    for identity in reliable:
         pipe.lrange(keys.in_progress(identity), 0, -1)
+    for identity in basic:
         pipe.hvals(keys.workers(identity))
     needle = jid.encode()
-    for reply in await pipe.execute(raise_on_error=False):
+    replies = await pipe.execute(raise_on_error=False)
+    for i, reply in enumerate(replies):
         if isinstance(reply, Exception):
             continue  # a key of the wrong type: the key guard's business
+        holds = _holds if i < len(reliable) else _runs
         for entry in reply:
-            if needle in entry and (_holds(entry, jid) or _runs(entry, jid)):
+            if needle in entry and holds(entry, jid):
                 return True
     return False
 

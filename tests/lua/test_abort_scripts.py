@@ -153,3 +153,14 @@ async def test_finished_is_known_from_tombstone_status_result_or_dead(
     await redis.hset(keys.status("5" * 24), "state", "working")
     assert not await aborts.finished(redis, keys, "5" * 24)
     assert not await aborts.finished(redis, keys, "6" * 24)
+
+
+async def test_find_running_asks_a_basic_process_what_it_runs(redis: Redis, keys: Keys) -> None:
+    job = make_job("q")
+    work = orjson.dumps({"queue": "q", "payload": job.decode(), "run_at": 1.0})
+    await redis.sadd(keys.processes, "basic:1:p")
+    await redis.hset(keys.workers("basic:1:p"), "0", work)
+    assert await aborts.find_running(redis, keys, jid_of(job))
+    # A process with an in-progress list is asked its list, not its (stale) workers hash.
+    await redis.sadd(keys.in_progress_identities, "basic:1:p")
+    assert not await aborts.find_running(redis, keys, jid_of(job))
