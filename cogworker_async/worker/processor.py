@@ -257,7 +257,7 @@ class Processors:
                 self._quiet.set()
 
     def abort(self, jid: str) -> bool:
-        """Abort job ``jid`` if a processor here runs it (see ``aborts.abort_in``)."""
+        """Abort job ``jid`` if a processor here runs it (see ``aborting.abort_in``)."""
         return abort_in(self.running, self._tasks, self._registry, jid, self._log)
 
     async def _file_aborted(self, slot: int, running: RunningJob) -> None:
