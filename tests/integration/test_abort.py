@@ -423,3 +423,39 @@ async def test_aborts_arrive_across_an_outage_of_the_listener(
             with anyio.fail_after(2), pytest.raises(JobAborted):
                 await second.result(timeout=None)
     assert cancelled == ["hangs", "hangs"]
+
+
+async def test_a_fetched_job_waiting_for_a_processor_is_never_run(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
+    """One processor, busy: the next job waits on the in-progress list (prefetched). Its
+    abort is remembered by the worker, and the job is filed as aborted, never run."""
+    started["hangs"] = anyio.Event()
+    one = settings.model_copy(update={"concurrency": 1, "prefetch": 1})
+    async with Client(settings) as client, Worker(one, jobs=ALL) as worker:
+        assert worker.aborts is not None
+        await worker.aborts.subscribed.wait()
+        busy = await client.enqueue(hangs)
+        waiting = await client.enqueue(record, "never")
+        assert busy is not None
+        assert waiting is not None
+        with anyio.fail_after(10):
+            await started["hangs"].wait()
+
+        async def prefetched() -> bool:
+            return await redis.llen(keys.queue("default")) == 0
+
+        await wait_for(prefetched)
+        assert await waiting.abort() is AbortOutcome.CANCELLING
+        assert await busy.abort() is AbortOutcome.CANCELLING
+        with pytest.raises(JobAborted):
+            await waiting.result(timeout=10)
+
+        async def both_settled() -> bool:
+            return await _count(redis, keys.stat("aborted")) == 2 and await _nothing_in_progress(
+                redis, keys
+            )
+
+        await wait_for(both_settled)
+    assert ran == []
+    assert await _count(redis, keys.stats_processed) == 0
