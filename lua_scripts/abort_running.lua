@@ -6,9 +6,15 @@
 -- KEYS[1] = the tombstones (<ns>:aborted, sorted set: jid -> when aborted)
 -- ARGV[1] = the jid, ARGV[2] = now (epoch s), ARGV[3] = s a tombstone is
 --           kept (older ones are pruned), ARGV[4] = the channel (<ns>:aborts)
--- Returns how many listeners the notification reached.
+-- Returns how many listeners the notification reached; -1 when PUBLISH was
+-- refused (an ACL without the channel): the tombstone alone then carries the
+-- abort, within a heartbeat.
 
 local now = tonumber(ARGV[2])
 redis.call("ZADD", KEYS[1], now, ARGV[1])
 redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", "(" .. (now - tonumber(ARGV[3])))
-return redis.call("PUBLISH", ARGV[4], ARGV[1])
+local ok, heard = pcall(redis.call, "PUBLISH", ARGV[4], ARGV[1])
+if ok then
+  return heard
+end
+return -1

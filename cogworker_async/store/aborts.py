@@ -131,7 +131,8 @@ def _runs(work: bytes, jid: str) -> bool:
 
 
 async def abort_running(redis: Redis, keys: Keys, jid: str) -> int:
-    """Tombstone job ``jid`` and announce it; returns how many listeners heard it."""
+    """Tombstone job ``jid`` and announce it; returns how many listeners heard it (-1:
+    publishing was refused, the tombstone alone carries it, within a heartbeat)."""
     args: list[EncodableArg] = [jid, time.time(), TOMBSTONE_KEEP, keys.aborts]
     return int(await script("abort_running").run(redis, [keys.aborted], args))
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import time
+import uuid
 
 import orjson
 import pytest
+import redis as sync_redis
 from redis.asyncio import Redis
 
+from cogworker_async.embedded import EmbeddedRedis
 from cogworker_async.keys import Keys
 from cogworker_async.store import aborts, commands
 from cogworker_async.store.scripts import script
@@ -164,3 +167,17 @@ async def test_find_running_asks_a_basic_process_what_it_runs(redis: Redis, keys
     # A process with an in-progress list is asked its list, not its (stale) workers hash.
     await redis.sadd(keys.in_progress_identities, "basic:1:p")
     assert not await aborts.find_running(redis, keys, jid_of(job))
+
+
+async def test_a_user_refused_the_channel_still_leaves_the_tombstone(
+    redis: Redis, keys: Keys, sync_client: sync_redis.Redis, redis_server: EmbeddedRedis
+) -> None:
+    user = f"nochannel{uuid.uuid4().hex[:8]}"
+    sync_client.execute_command("ACL", "SETUSER", user, "on", ">pw", "~*", "resetchannels", "+@all")
+    limited = Redis(host="127.0.0.1", port=redis_server.port or 0, username=user, password="pw")
+    try:
+        assert await aborts.abort_running(limited, keys, "d" * 24) == -1
+    finally:
+        await limited.aclose()
+        sync_client.execute_command("ACL", "DELUSER", user)
+    assert await redis.zscore(keys.aborted, "d" * 24) is not None
