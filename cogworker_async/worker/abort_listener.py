@@ -23,13 +23,14 @@ from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
 from cogworker_async.store import aborts
 from cogworker_async.store.connection import connect
-from cogworker_async.store.faults import FailureLog
+from cogworker_async.store.faults import FailureLog, is_outage
 from cogworker_async.store.replies import text
 from cogworker_async.worker.processor import Processors
 from cogworker_async.worker.service import OUTAGE_RETRY
 
 LISTEN_WAIT_MAX = 5.0  # s one wait for a message lasts (below the socket timeout)
 PENDING_MAX = 10_000  # jids remembered at most (the oldest are dropped first)
+REFUSED_RETRY_MAX = 60.0  # s between tries at most while subscribing is refused
 
 
 class AbortWatcher:
@@ -88,6 +89,9 @@ class AbortWatcher:
         """Listen on the abort channel until cancelled; subscribe again after a failure."""
         failures = FailureLog("Abort listener", self._log)
         wait = max(0.05, min(LISTEN_WAIT_MAX, self._settings.socket_timeout / 2))
+        # After a refusal that is not an outage (an ACL without the channel), tried
+        # again less and less often: the beat check carries the aborts meanwhile.
+        backoff = OUTAGE_RETRY
         while True:
             client = connect(self._settings, max_connections=1)
             pubsub = client.pubsub(ignore_subscribe_messages=True)
@@ -96,6 +100,7 @@ class AbortWatcher:
                 # What was sent while nobody here listened: in the tombstones.
                 await self.check_once()
                 failures.succeeded()
+                backoff = OUTAGE_RETRY
                 self.subscribed.set()
                 while True:
                     message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=wait)
@@ -103,8 +108,10 @@ class AbortWatcher:
                         self.heard(text(message["data"]))
             except Exception as exc:  # noqa: BLE001 - logged once per episode; listen again
                 failures.failed(exc)
+                if not is_outage(exc):
+                    backoff = min(backoff * 2, REFUSED_RETRY_MAX)
             finally:
                 with anyio.CancelScope(shield=True):
                     await pubsub.aclose()
                     await client.aclose()
-            await anyio.sleep(OUTAGE_RETRY * (0.5 + self._rng.random()))
+            await anyio.sleep(backoff * (0.5 + self._rng.random()))
