@@ -19,13 +19,11 @@ import time
 
 import common
 import jobs
-import orjson
 from redis.asyncio import Redis
 
 from cogworker_async import AbortOutcome, Client, Settings
 from cogworker_async.keys import Keys
 from cogworker_async.store import aborts
-from cogworker_async.store.scripts import script
 
 
 async def _pings(redis: Redis, stop: asyncio.Event, worst: list[float]) -> None:
@@ -58,21 +56,13 @@ async def once(url: str, total: int) -> dict[str, float]:
                 raise RuntimeError(f"{left} jobs left, expected {total - 1}")
             # The longest single window call: walk every window for a jid that is nowhere.
             longest, start = 0.0, 0
-            script_keys = [keys.queue("default"), keys.aborted, keys.stat("aborted")]
             while start >= 0:
-                config = orjson.dumps(
-                    {
-                        "jid": "0" * 24,
-                        "now": time.time(),
-                        "keep": aborts.TOMBSTONE_KEEP,
-                        "start": start,
-                        "window": aborts.WINDOW,
-                    }
-                )
                 sent = time.perf_counter()
-                _found, start = await script("abort_entry").run(client.redis, script_keys, [config])
+                reply = await aborts.abort_entry(
+                    client.redis, keys, source=keys.queue("default"), jid="0" * 24, start=start
+                )
                 longest = max(longest, time.perf_counter() - sent)
-                start = int(start)
+                start = reply.next_start
     finally:
         await probe.aclose()
         await common.cleanup(url, namespace)

@@ -41,37 +41,57 @@ def _holds(entry: bytes, jid: str) -> bool:
     return isinstance(decoded, dict) and decoded.get("jid") == jid
 
 
-def _config(jid: str, start: int = 0, window: int = WINDOW) -> bytes:
-    return orjson.dumps(
+@dataclass(frozen=True, slots=True)
+class EntryReply:
+    """One ``abort_entry.lua`` call: the entry it removed, or where to look next."""
+
+    removed: bytes | None
+    next_start: int  # the next window's start in a queue; -1: nothing more to look at
+
+
+async def abort_entry(
+    redis: Redis,
+    keys: Keys,
+    *,
+    source: str,
+    jid: str,
+    start: int = 0,
+    window: int = WINDOW,
+    member: bytes | None = None,
+) -> EntryReply:
+    """Remove job ``jid`` from ``source``: the exact sorted-set ``member`` given, or the
+    first match in the queue window ``[start, start + window)``."""
+    config = orjson.dumps(
         {"jid": jid, "now": time.time(), "keep": TOMBSTONE_KEEP, "start": start, "window": window}
     )
+    args: list[EncodableArg] = [config] if member is None else [config, member]
+    script_keys = [source, keys.aborted, keys.stat("aborted")]
+    found, after = await script("abort_entry").run(redis, script_keys, args)
+    if int(found) == 1:
+        return EntryReply(bytes(after), -1)
+    return EntryReply(None, int(after))
 
 
 async def remove_waiting(
     redis: Redis, keys: Keys, jid: str, *, window: int = WINDOW
 ) -> Removed | None:
     """Remove job ``jid`` from wherever it waits (schedule, retry, a queue); None if none."""
-    script_keys = [keys.schedule, keys.aborted, keys.stat("aborted")]
     for source in (keys.schedule, keys.retry):
         async for member in _zscan(redis, source, jid, window):
-            script_keys[0] = source
-            found, entry = await script("abort_entry").run(
-                redis, script_keys, [_config(jid), member]
-            )
-            if int(found) == 1:
-                return Removed(source, bytes(entry))
+            reply = await abort_entry(redis, keys, source=source, jid=jid, member=member)
+            if reply.removed is not None:
+                return Removed(source, reply.removed)
     names = sorted(text(q) for q in await redis.smembers(keys.queues))
     for name in names:
         source = keys.queue(name)
-        script_keys[0] = source
         start = 0
         while start >= 0:
-            found, after = await script("abort_entry").run(
-                redis, script_keys, [_config(jid, start, window)]
+            reply = await abort_entry(
+                redis, keys, source=source, jid=jid, start=start, window=window
             )
-            if int(found) == 1:
-                return Removed(source, bytes(after))
-            start = int(after)
+            if reply.removed is not None:
+                return Removed(source, reply.removed)
+            start = reply.next_start
     return None
 
 

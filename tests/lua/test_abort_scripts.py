@@ -13,7 +13,6 @@ from redis.asyncio import Redis
 from cogworker_async.embedded import EmbeddedRedis
 from cogworker_async.keys import Keys
 from cogworker_async.store import aborts, commands
-from cogworker_async.store.scripts import script
 from tests.lua.support import enqueue, jid_of, make_job
 
 pytestmark = pytest.mark.anyio
@@ -52,13 +51,11 @@ async def test_a_jid_inside_another_jobs_args_is_not_taken_for_it(redis: Redis, 
 async def test_one_window_call_says_where_to_go_on(redis: Redis, keys: Keys) -> None:
     jobs = [make_job("q") for _ in range(5)]
     await enqueue(redis, keys, "q", *jobs)
-    config = orjson.dumps(
-        {"jid": "0" * 24, "now": time.time(), "keep": 3600, "start": 0, "window": 2}
-    )
-    script_keys = [keys.queue("q"), keys.aborted, keys.stat("aborted")]
-    assert await script("abort_entry").run(redis, script_keys, [config]) == [0, 2]
-    last = orjson.loads(config) | {"start": 4}
-    assert await script("abort_entry").run(redis, script_keys, [orjson.dumps(last)]) == [0, -1]
+    queue, nobody = keys.queue("q"), "0" * 24
+    first = await aborts.abort_entry(redis, keys, source=queue, jid=nobody, window=2)
+    assert first == aborts.EntryReply(None, 2)
+    last = await aborts.abort_entry(redis, keys, source=queue, jid=nobody, start=4, window=2)
+    assert last == aborts.EntryReply(None, -1)
     assert await redis.zcard(keys.aborted) == 0
     assert await _aborted_count(redis, keys) == 0
 
@@ -78,12 +75,12 @@ async def test_a_scheduled_or_retrying_job_is_removed(redis: Redis, keys: Keys, 
 
 async def test_an_entry_gone_meanwhile_is_not_counted(redis: Redis, keys: Keys) -> None:
     entry = make_job("q")
-    config = orjson.dumps({"jid": jid_of(entry), "now": time.time(), "keep": 3600})
-    reply = await script("abort_entry").run(
-        redis, [keys.schedule, keys.aborted, keys.stat("aborted")], [config, entry]
+    reply = await aborts.abort_entry(
+        redis, keys, source=keys.schedule, jid=jid_of(entry), member=entry
     )
-    assert reply == [0, -1]
+    assert reply == aborts.EntryReply(None, -1)
     assert await redis.zcard(keys.aborted) == 0
+    assert await _aborted_count(redis, keys) == 0
 
 
 async def test_tombstones_older_than_keep_are_pruned(redis: Redis, keys: Keys) -> None:
