@@ -5,12 +5,13 @@ because of an infrastructure fault, and a job that kills its own process is
 stopped after a bounded number of tries.
 """
 
-from cogworker_async.client import Client, JobHandle
+from cogworker_async.client import AbortOutcome, Client, JobHandle
 from cogworker_async.client.tracking import JobStatus
 from cogworker_async.context import JobContext, current_job, lifespan_state
 from cogworker_async.errors import (
     CogworkerError,
     ConfigurationError,
+    JobAborted,
     JobError,
     JobFailed,
     JobTimeout,
@@ -29,10 +30,12 @@ from cogworker_async.worker.worker import Worker
 __version__ = "0.1.0"
 
 __all__ = [
+    "AbortOutcome",
     "BoundJob",
     "Client",
     "CogworkerError",
     "ConfigurationError",
+    "JobAborted",
     "JobContext",
     "JobError",
     "JobFailed",

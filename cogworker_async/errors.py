@@ -8,6 +8,7 @@
     ├── LifespanError           the worker's lifespan failed at start-up (no job was taken)
     ├── ResultError             waiting for a job's result (``Client.result``) did not give one
     │   ├── JobFailed           the job failed terminally (dead or discarded): its class, message
+    │   │   └── JobAborted      the job was aborted (``Client.abort``)
     │   ├── ResultTimeout       no result within the timeout
     │   └── ResultExpired       the job finished but its result's ``keep_result`` ran out
     └── JobError                recorded on a job as its ``error_class``
@@ -76,6 +77,10 @@ class JobFailed(ResultError):
         self.jid = jid
         self.error_class = error_class
         self.error_message = error_message
+
+
+class JobAborted(JobFailed):
+    """The job was aborted (``Client.abort``): removed before it ran, or cancelled."""
 
 
 class ResultTimeout(ResultError, TimeoutError):

@@ -170,5 +170,19 @@ class Keys:
         """Outlives its result by a day: a waiter tells "expired" from "not done yet"."""
         return f"{self.ns}:result_gone:{jid}"
 
+    @property
+    def aborted(self) -> str:
+        """Abort tombstones: a sorted set, jid -> when it was aborted (pruned after an hour).
+
+        Every worker checks the jobs it runs against it with its heartbeat, so an
+        abort sent while its listener was cut off still arrives.
+        """
+        return f"{self.ns}:aborted"
+
+    @property
+    def aborts(self) -> str:
+        """The pub/sub channel an abort of a running job is announced on (its jid)."""
+        return f"{self.ns}:aborts"
+
     def quarantine(self, key: str) -> str:
         return f"{self.ns}:quarantine:{key}"

@@ -35,6 +35,7 @@ from cogworker_async.cli import worker as cli_worker
 from cogworker_async.cli.args import BadArgument, parse_job_arguments
 from cogworker_async.cli.errors import fail, redis_failure, report
 from cogworker_async.client import Client, EnqueuedByName
+from cogworker_async.client.aborting import AbortOutcome, abort_job
 from cogworker_async.client.tracking import JobStatus, read_status
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings, check_queue_name
@@ -191,6 +192,45 @@ def status(
     for name, value in found.as_dict().items():
         if value is not None:
             typer.echo(f"{name:<14} {value}")
+
+
+_ABORT_SAYS = {
+    AbortOutcome.REMOVED: "removed: job {jid} was waiting; it will never run",
+    AbortOutcome.CANCELLING: "cancelling: job {jid} is running; its process cancels it "
+    "(a plain def: filed as aborted when it returns)",
+    AbortOutcome.FINISHED: "finished: job {jid} has already finished; nothing to abort",
+    AbortOutcome.NOT_FOUND: "not found: no job {jid} is waiting or running "
+    "(unknown, or finished without a trace)",
+}
+
+
+@app.command()
+def abort(
+    jid: Annotated[str, typer.Argument(help="The job's jid")],
+    json_out: JsonFlag = False,
+    redis_url: RedisUrl = None,
+    namespace: Namespace = None,
+) -> None:
+    """Abort a job: a waiting one never runs, a running one is cancelled by its process.
+
+    Exit 0 when it was removed or is being cancelled; 1 when there was nothing
+    to abort (finished, or not found).
+    """
+    settings = build_settings(redis_url=redis_url, namespace=namespace)
+    wanted = jid.strip()
+
+    async def action(redis: Redis, keys: Keys) -> AbortOutcome:
+        return await abort_job(redis, keys, settings, wanted)
+
+    outcome = run_redis(settings, action)
+    if json_out:
+        typer.echo(json.dumps({"jid": wanted, "outcome": outcome.value}))
+    elif outcome.aborted:
+        typer.echo(_ABORT_SAYS[outcome].format(jid=wanted))
+    else:
+        raise fail(_ABORT_SAYS[outcome].format(jid=wanted), 1)
+    if not outcome.aborted:
+        raise typer.Exit(1)
 
 
 @app.command()

@@ -23,6 +23,7 @@ from typing import Any, ParamSpec, Protocol, TypeVar, overload
 from redis.asyncio import Redis
 
 from cogworker_async import payload
+from cogworker_async.client.aborting import AbortOutcome, abort_job
 from cogworker_async.client.by_name import EnqueuedByName, LiveCheck, named
 from cogworker_async.client.enqueue_many import ManyBatch
 from cogworker_async.client.tracking import JobStatus, StatusWriter, read_status, wait_result
@@ -41,7 +42,7 @@ from cogworker_async.store.connection import connect
 from cogworker_async.store.scripts import script
 
 # EnqueuedByName (what enqueue_by_name returns) is part of this module's API.
-__all__ = ["Client", "EnqueuedByName", "JobHandle"]
+__all__ = ["AbortOutcome", "Client", "EnqueuedByName", "JobHandle"]
 
 _log = logging.getLogger("cogworker_async.client")
 
@@ -76,6 +77,10 @@ class JobHandle(str):
     async def status(self) -> JobStatus | None:
         """See ``Client.status``."""
         return await self._client.status(self.jid)
+
+    async def abort(self) -> AbortOutcome:
+        """See ``Client.abort``."""
+        return await self._client.abort(self.jid)
 
 
 P = ParamSpec("P")
@@ -216,6 +221,15 @@ class Client:
     async def status(self, jid: str) -> JobStatus | None:
         """Job ``jid``'s status, or None (not tracked, unknown, or past ``status_ttl``)."""
         return await read_status(self.redis, self.keys, jid)
+
+    async def abort(self, jid: str) -> AbortOutcome:
+        """Abort job ``jid``: ``REMOVED`` (it was queued, scheduled or retrying: it never
+        runs), ``CANCELLING`` (it runs: its process cancels an ``async def`` at once, or
+        files a plain ``def`` as aborted when its thread returns), ``FINISHED`` or
+        ``NOT_FOUND``. An aborted job is not retried; its result waiters get
+        ``JobAborted``, its status (if tracked) becomes ``aborted``.
+        """
+        return await abort_job(self.redis, self.keys, self.settings, jid.strip())
 
     def _write_status(self, job: dict[str, Any], due: float | None) -> None:
         if self._status is None:

@@ -38,13 +38,15 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 
-from cogworker_async.errors import JobFailed, ResultExpired, ResultTimeout
+from cogworker_async.errors import JobAborted, JobFailed, ResultExpired, ResultTimeout
 from cogworker_async.keys import Keys
 from cogworker_async.store.faults import FailureLog
 
 STATUS_WRITE_TIMEOUT = 5.0  # s: a status write still out then is dropped (logged)
 MAX_STATUS_WRITES = 10_000  # in flight per writer; beyond, writes are dropped (logged)
 RESULT_GONE_FOR = 24 * 3600  # s the "it finished" marker outlives the result
+
+ABORTED = "JobAborted"  # the error_class of an aborted job's result envelope
 
 STATES = ("queued", "scheduled", "working", "retrying", "complete", "failed", "dead", "aborted")
 
@@ -197,7 +199,9 @@ def _open(jid: str, envelope: bytes) -> Any:
     decoded = orjson.loads(envelope)
     if decoded.get("ok"):
         return decoded.get("value")
-    raise JobFailed(jid, str(decoded.get("error_class")), str(decoded.get("error_message")))
+    error_class = str(decoded.get("error_class"))
+    error = JobAborted if error_class == ABORTED else JobFailed
+    raise error(jid, error_class, str(decoded.get("error_message")))
 
 
 async def wait_result(

@@ -123,6 +123,8 @@ class Filing:
 
     ``counted``: the job's name for the metrics history ("" when it has none:
     unparseable), or None when the history is off.
+    ``aborted``: the job was aborted (``target`` None): settled by
+    ``settle_aborted.lua`` instead, counted as aborted, not failed.
     """
 
     raw: bytes
@@ -131,6 +133,7 @@ class Filing:
     score: float
     entry: bytes
     counted: str | None = None
+    aborted: bool = False
 
 
 async def file(

@@ -120,7 +120,7 @@ class KeyGuard:
             expected[k.wakeup(name)] = "zset"
         for key in (k.queues, k.paused, k.processes, k.in_progress_identities):
             expected[key] = "set"
-        for key in (k.schedule, k.retry, k.dead, k.live_queues, k.schedule_wakeup):
+        for key in (k.schedule, k.retry, k.dead, k.live_queues, k.schedule_wakeup, k.aborted):
             expected[key] = "zset"
         for key in (k.in_progress(self._identity), k.unsettled, k.repeat_orphans):
             expected[key] = "list"
@@ -130,6 +130,7 @@ class KeyGuard:
         expected[k.recovery_lock] = "string"
         expected[k.stats_processed] = "integer"
         expected[k.stats_failed] = "integer"
+        expected[k.stat("aborted")] = "integer"
         return expected
 
     async def check_once(self) -> list[QuarantineRecord]:

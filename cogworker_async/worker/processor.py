@@ -9,6 +9,12 @@ failure, filed by its retry option: no handler can end the worker.
 A plain ``def`` runs in a thread (``threads.py``: never abandoned on a timeout,
 waited for or left running at shutdown); a job recovered from a dead process
 more than once runs alone (``suspects.py``).
+
+Abort (``abort_listener.py`` hears of it, ``aborting.py`` acts): a running
+``async def`` is cancelled in its processor's task, a plain ``def`` is marked;
+either is filed as aborted (never retried) when it ends, whatever it ended
+with. A job never aborted pays one attribute test after it runs and one
+empty-dict test before.
 """
 
 from __future__ import annotations
@@ -29,6 +35,12 @@ from cogworker_async.context import set_current
 from cogworker_async.errors import JobTimeout, UnknownJob
 from cogworker_async.jobs import JobFunction, JobRegistry
 from cogworker_async.middleware import Next, ServerMiddleware, wrap_server_chain
+from cogworker_async.worker.aborting import (
+    MARKED,
+    NOT_ABORTED,
+    abort_in,
+    ended_by_abort,
+)
 from cogworker_async.worker.fetcher import Fetcher
 from cogworker_async.worker.settlement import Settler
 from cogworker_async.worker.suspects import SUSPECT_PREFIX, Suspects
@@ -37,14 +49,22 @@ from cogworker_async.worker.tracking import Tracker
 
 
 class RunningJob:
-    """What a processor runs now (its raw bytes are how it is known on the list)."""
+    """What a processor runs now (its raw bytes are how it is known on the list).
 
-    __slots__ = ("job", "raw", "started")
+    ``aborted``: MARKED (filed as aborted when it ends: a plain ``def``'s
+    thread can't be stopped) or CANCELLED (its processor's task was
+    cancelled for it). ``settling``: it ran, its settlement is being sent; an
+    abort now would cut that short, so it is too late for one.
+    """
+
+    __slots__ = ("aborted", "job", "raw", "settling", "started")
 
     def __init__(self, raw: bytes, job: dict[str, Any] | None, started: float) -> None:
         self.raw = raw
         self.job = job
         self.started = started
+        self.aborted = NOT_ABORTED
+        self.settling = False
 
 
 class Processors:
@@ -96,6 +116,11 @@ class Processors:
         self._quiet = self._suspects.quiet
         # Jobs whose thread was left running: kept on the list by the shutdown.
         self.left_running = self._threads.left_running
+        # Abort: each processor's task (cancelled for an async job it runs), and
+        # jids announced as aborted that ran nowhere here yet (jid -> when heard),
+        # refused if they come (a fetched job waiting for a processor).
+        self._tasks: dict[int, asyncio.Task[Any]] = {}
+        self.pending_aborts: dict[str, float] = {}
 
     async def drain_tracking(self) -> None:
         """Wait (bounded) for status writes still out, before the connection closes."""
@@ -127,6 +152,9 @@ class Processors:
         """Run jobs until the fetcher is closed."""
         fetcher = self._fetcher
         claimed = self.claimed
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks[slot] = task
         while True:
             raw = await fetcher.get()
             if raw is None:
@@ -151,8 +179,11 @@ class Processors:
             self._log.error("unparseable job buried in dead (%s): %.200r", exc, raw)
             await self._settler.file(self._settler.unparseable_filing(raw, str(exc)))
             return
+        if self.pending_aborts and job["jid"] in self.pending_aborts:
+            await self._refuse_aborted(slot, raw, job)
+            return
         started = time.time()
-        self.running[slot] = RunningJob(raw, job, started)
+        self.running[slot] = running = RunningJob(raw, job, started)
         try:
             function = self._registry.get(job["class"])
             set_current(job)
@@ -177,6 +208,9 @@ class Processors:
             else:
                 await self._run(raw, job, function)
         except BaseException as exc:  # why: our cancellation is re-raised
+            if running.aborted and ended_by_abort(running, self._tasks.get(slot), exc):
+                await self._file_aborted(slot, running)
+                return
             if cancelled_by_us(exc):
                 raise
             # The job's own failure, whatever it is: SystemExit, its own
@@ -192,6 +226,7 @@ class Processors:
             )
             function = self._registry.get(job["class"])
             filing = self._settler.failure_filing(raw, job, exc, function)
+            running.settling = True
             # Shielded: a shutdown cancelling us now would leave a job that ran
             # and failed to be requeued as if it never ran (bounded by the
             # socket timeout; an outage keeps it pending).
@@ -200,6 +235,10 @@ class Processors:
                 if self._tracker is not None and self._tracked(job, function):
                     await self._tracker.failed(slot, job, function, exc, filing)
         else:
+            if running.aborted:  # a thread marked, or a handler that swallowed our cancel
+                ended_by_abort(running, self._tasks.get(slot), None)
+                await self._file_aborted(slot, running)
+                return
             if self._history:
                 self._fetcher.ack(raw, job["jid"], (job["class"], started, time.time()))
             else:
@@ -212,6 +251,40 @@ class Processors:
                     job["queue"],
                     time.time() - started,
                 )
+        finally:
+            del self.running[slot]
+            if not self.running:
+                self._quiet.set()
+
+    def abort(self, jid: str) -> bool:
+        """Abort job ``jid`` if a processor here runs it (see ``aborting.abort_in``)."""
+        return abort_in(self.running, self._tasks, self._registry, jid, self._log)
+
+    async def _file_aborted(self, slot: int, running: RunningJob) -> None:
+        """File an aborted job (shielded, as a failure is): settled, not retried."""
+        job = running.job
+        assert job is not None
+        running.settling = True
+        self._log.warning(
+            "jid=%s %s aborted queue=%s after %.3f s: filed as aborted, not retried",
+            job["jid"],
+            job["class"],
+            job["queue"],
+            time.time() - running.started,
+        )
+        function = self._registry.get(job["class"])
+        with anyio.CancelScope(shield=True):
+            await self._settler.file(self._settler.aborted_filing(running.raw, str(job["jid"])))
+            if self._tracker is not None and self._tracked(job, function):
+                await self._tracker.aborted(slot, job, function)
+
+    async def _refuse_aborted(self, slot: int, raw: bytes, job: dict[str, Any]) -> None:
+        """A job announced as aborted reached a processor: filed as aborted, never run."""
+        running = RunningJob(raw, job, time.time())
+        running.aborted = MARKED
+        self.running[slot] = running
+        try:
+            await self._file_aborted(slot, running)
         finally:
             del self.running[slot]
             if not self.running:
@@ -242,6 +315,11 @@ class Processors:
         tracker.started(slot, job, function, started)
         box: list[Any] = [None]
         await self._run(raw, job, function, box)
+        running = self.running.get(slot)
+        if running is not None:
+            if running.aborted:
+                return  # filed as aborted by process(), its result not kept
+            running.settling = True
         await tracker.succeeded(slot, job, function, box[0])
 
     async def _run(

@@ -31,7 +31,7 @@ from cogworker_async.errors import UnknownJob
 from cogworker_async.jobs import JobFunction, RetryDecision, RetryIn, RetryOption
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
-from cogworker_async.store import commands
+from cogworker_async.store import aborts, commands
 from cogworker_async.store.commands import Filing
 from cogworker_async.store.faults import FailureLog, is_outage
 from cogworker_async.timing import retry_backoff
@@ -213,7 +213,18 @@ class Settler:
                 "filed when Redis is back" if is_outage(exc) else "tried again with back-off",
             )
 
+    def aborted_filing(self, raw: bytes, jid: str) -> Filing:
+        """The settlement of a job aborted here: off the list, counted, not retried."""
+        return Filing(raw, jid, None, time.time(), b"", aborted=True)
+
     async def _file(self, filing: Filing) -> None:
+        if filing.aborted:
+            settled = await aborts.settle_aborted(
+                self._redis, self._keys, identity=self._identity, raw=filing.raw, jid=filing.jid
+            )
+            if not settled:
+                self.note_duplicate(filing.jid)
+            return
         filed = await commands.file(
             self._redis,
             self._keys,

@@ -128,6 +128,18 @@ class Tracker:
             if keep is not None:
                 await self._store(job, tracking.encode_failure(error_class, message), keep)
 
+    async def aborted(self, slot: int, job: dict[str, Any], function: Function) -> None:
+        """Say aborted; its result waiters hear ``JobAborted``."""
+        after = self._working.pop(slot, None)
+        if self.wants_status(job, function):
+            now = time.time()
+            fields = {"state": "aborted", "finished_at": now, "updated_at": now}
+            self.status.write(str(job["jid"]), fields, after=after)
+        keep = self.keep_for(job, function)
+        if keep is not None:
+            envelope = tracking.encode_failure(tracking.ABORTED, "aborted while it ran")
+            await self._store(job, envelope, keep)
+
     async def _store(self, job: dict[str, Any], envelope: bytes, keep: float) -> None:
         sent = time.monotonic()
         try:

@@ -33,6 +33,7 @@ from cogworker_async.periodic.overlap import overlap_middleware
 from cogworker_async.periodic.ticker import Ticker
 from cogworker_async.settings import Settings
 from cogworker_async.store.connection import connect
+from cogworker_async.worker.abort_listener import AbortWatcher
 from cogworker_async.worker.assembly import build_parts
 from cogworker_async.worker.duties import start_duties
 from cogworker_async.worker.fetcher import Fetcher
@@ -118,6 +119,7 @@ class Worker:
         if len(set(names)) != len(names):
             raise ValueError(f"periodic entry names must be unique, got {names}")
         self.ticker: Ticker | None = None
+        self.aborts: AbortWatcher | None = None
 
     # --- control -----------------------------------------------------------
     def stop(self) -> None:
@@ -346,8 +348,20 @@ class Worker:
             recovery=self.recovery if self._reliable else None,
             reconciler=self.reconciler,
             key_guard=self.key_guard,
-            extra=self._periodic_duty(redis),
+            extra=[*self._periodic_duty(redis), *self._abort_duties(duties, redis)],
         )
+
+    def _abort_duties(
+        self, duties: TaskGroup, redis: Any
+    ) -> list[tuple[str, Callable[[], Awaitable[object]], Callable[[], float]]]:
+        """The abort listener, and the tombstone check that goes with each beat."""
+        assert self.processors is not None
+        self.aborts = AbortWatcher(
+            redis, self.keys, self.settings, self.processors, logger=self.log, rng=self._rng
+        )
+        duties.start_soon(self.aborts.listen, name="Abort listener")
+        interval = self.settings.heartbeat_interval
+        return [("Abort check", self.aborts.check_once, lambda: interval)]
 
     def _periodic_duty(
         self, redis: Any

@@ -172,7 +172,8 @@ async def _populate_correctly(redis: Redis, keys: Keys) -> None:
     await redis.sadd(keys.paused, "q")
     await redis.sadd(keys.processes, ME)
     await redis.sadd(keys.in_progress_identities, ME)
-    for zset in (keys.schedule, keys.retry, keys.dead, keys.live_queues, keys.schedule_wakeup):
+    zsets = (keys.schedule, keys.retry, keys.dead, keys.live_queues, keys.schedule_wakeup)
+    for zset in (*zsets, keys.aborted):
         await redis.zadd(zset, {"entry": 1.0})
     for lst in (keys.in_progress(ME), keys.unsettled, keys.repeat_orphans):
         await redis.rpush(lst, b'{"jid":"2"}')
@@ -181,6 +182,7 @@ async def _populate_correctly(redis: Redis, keys: Keys) -> None:
     await redis.set(keys.recovery_lock, "token", px=60_000)
     await redis.set(keys.stats_processed, "9223372036854775807")
     await redis.set(keys.stats_failed, "-12")
+    await redis.set(keys.stat("aborted"), "3")
 
 
 async def test_correct_keys_are_untouched(key_guard: KeyGuard, redis: Redis, keys: Keys) -> None:

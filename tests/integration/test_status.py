@@ -185,3 +185,26 @@ async def test_cli_status_prints_it_or_one_error(settings: Settings) -> None:
     assert lines["error_message"] == "no hope"
     unknown = await anyio.to_thread.run_sync(lambda: cli(settings, "status", "f" * 24))
     assert "no status for job " + "f" * 24 in one_error(unknown, 1)
+
+
+async def test_status_through_abort_queued_and_running(settings: Settings) -> None:
+    gates["slow"] = anyio.Event()  # never set: only the abort ends it
+    async with Client(settings) as client:
+        waiting = await client.enqueue(ok.options(delay=300))
+        assert waiting is not None
+        await wait_for(lambda: _state_is(client, waiting.jid, "scheduled"))
+        assert (await waiting.abort()).value == "removed"
+        await wait_for(lambda: _state_is(client, waiting.jid, "aborted"))
+        running = await client.enqueue(slow)
+        assert running is not None
+        async with Worker(settings, jobs=ALL) as worker:
+            await wait_for(lambda: _state_is(client, running.jid, "working"))
+            assert worker.aborts is not None
+            await worker.aborts.subscribed.wait()
+            assert (await running.abort()).value == "cancelling"
+            await wait_for(lambda: _state_is(client, running.jid, "aborted"))
+        found = await running.status()
+    assert found is not None
+    assert found.started_at is not None
+    assert found.finished_at is not None
+    assert found.started_at <= found.finished_at

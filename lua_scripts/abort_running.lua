@@ -1,0 +1,20 @@
+-- abort_running: asks whichever process runs a job to cancel it: leaves its
+-- tombstone (read by every worker with its heartbeat, so an abort sent while
+-- a worker's listener was cut off still arrives) and publishes the jid on the
+-- abort channel (every worker's listener: at once), in one step.
+--
+-- KEYS[1] = the tombstones (<ns>:aborted, sorted set: jid -> when aborted)
+-- ARGV[1] = the jid, ARGV[2] = now (epoch s), ARGV[3] = s a tombstone is
+--           kept (older ones are pruned), ARGV[4] = the channel (<ns>:aborts)
+-- Returns how many listeners the notification reached; -1 when PUBLISH was
+-- refused (an ACL without the channel): the tombstone alone then carries the
+-- abort, within a heartbeat.
+
+local now = tonumber(ARGV[2])
+redis.call("ZADD", KEYS[1], now, ARGV[1])
+redis.call("ZREMRANGEBYSCORE", KEYS[1], "-inf", "(" .. (now - tonumber(ARGV[3])))
+local ok, heard = pcall(redis.call, "PUBLISH", ARGV[4], ARGV[1])
+if ok then
+  return heard
+end
+return -1

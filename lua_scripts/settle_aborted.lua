@@ -1,0 +1,20 @@
+-- settle_aborted: settles a job its process aborted (cancelled while running,
+-- or its thread marked and returned): removes it from the in-progress list,
+-- clears its orphan counter and counts it, in one atomic step. It is not
+-- retried. Owner-checked like ack and file: a job no longer on the list
+-- (recovery requeued it meanwhile) is left alone, so a job ends one way only.
+--
+-- KEYS[1] = the process's in-progress list, KEYS[2] = the job's orphan counter
+-- KEYS[3] = stats:aborted, KEYS[4] = the tombstones (<ns>:aborted)
+-- ARGV[1] = the job exactly as fetched, ARGV[2] = its jid, ARGV[3] = now (epoch s)
+-- Returns 1 when settled; 0 when the job was no longer on the list.
+
+if not redis.call("LPOS", KEYS[1], ARGV[1]) then
+  return 0
+end
+redis.call("LREM", KEYS[1], -1, ARGV[1])
+redis.pcall("DEL", KEYS[2])
+redis.pcall("INCR", KEYS[3])
+-- Kept (or put back, if pruned) so that a second abort answers "finished".
+redis.pcall("ZADD", KEYS[4], "NX", ARGV[3], ARGV[2])
+return 1

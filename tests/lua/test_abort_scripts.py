@@ -1,0 +1,180 @@
+"""abort_entry.lua, abort_running.lua and settle_aborted.lua (and their searches)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import orjson
+import pytest
+import redis as sync_redis
+from redis.asyncio import Redis
+
+from cogworker_async.embedded import EmbeddedRedis
+from cogworker_async.keys import Keys
+from cogworker_async.store import aborts, commands
+from tests.lua.support import enqueue, jid_of, make_job
+
+pytestmark = pytest.mark.anyio
+
+ME = "host:3:me"
+
+
+async def _aborted_count(redis: Redis, keys: Keys) -> int:
+    return int(await redis.get(keys.stat("aborted")) or 0)
+
+
+async def test_a_queued_job_is_found_across_windows_and_removed(redis: Redis, keys: Keys) -> None:
+    jobs = [make_job("q") for _ in range(25)]
+    await enqueue(redis, keys, "q", *jobs)
+    target = jobs[0]  # the oldest: at the tail, in the last window from the head
+    removed = await aborts.remove_waiting(redis, keys, jid_of(target), window=4)
+    assert removed == aborts.Removed(keys.queue("q"), target)
+    left = await redis.lrange(keys.queue("q"), 0, -1)
+    assert target not in left
+    assert len(left) == 24
+    assert await redis.zscore(keys.aborted, jid_of(target)) is not None
+    assert await _aborted_count(redis, keys) == 1
+
+
+async def test_a_jid_inside_another_jobs_args_is_not_taken_for_it(redis: Redis, keys: Keys) -> None:
+    victim = make_job("q")
+    jid = jid_of(victim)
+    decoy = make_job("q", args=[jid])
+    await enqueue(redis, keys, "q", decoy, victim)
+    removed = await aborts.remove_waiting(redis, keys, jid)
+    assert removed is not None
+    assert removed.entry == victim
+    assert await redis.lrange(keys.queue("q"), 0, -1) == [decoy]
+
+
+async def test_one_window_call_says_where_to_go_on(redis: Redis, keys: Keys) -> None:
+    jobs = [make_job("q") for _ in range(5)]
+    await enqueue(redis, keys, "q", *jobs)
+    queue, nobody = keys.queue("q"), "0" * 24
+    first = await aborts.abort_entry(redis, keys, source=queue, jid=nobody, window=2)
+    assert first == aborts.EntryReply(None, 2)
+    last = await aborts.abort_entry(redis, keys, source=queue, jid=nobody, start=4, window=2)
+    assert last == aborts.EntryReply(None, -1)
+    assert await redis.zcard(keys.aborted) == 0
+    assert await _aborted_count(redis, keys) == 0
+
+
+@pytest.mark.parametrize("where", ["schedule", "retry"])
+async def test_a_scheduled_or_retrying_job_is_removed(redis: Redis, keys: Keys, where: str) -> None:
+    source = keys.schedule if where == "schedule" else keys.retry
+    others = {make_job("q"): 100.0 + i for i in range(300)}  # past listpack: ZSCAN in steps
+    target = make_job("q")
+    await redis.zadd(source, {**others, target: 50.0})
+    removed = await aborts.remove_waiting(redis, keys, jid_of(target), window=50)
+    assert removed == aborts.Removed(source, target)
+    assert await redis.zscore(source, target) is None
+    assert await redis.zcard(source) == 300
+    assert await aborts.remove_waiting(redis, keys, jid_of(target)) is None
+
+
+async def test_an_entry_gone_meanwhile_is_not_counted(redis: Redis, keys: Keys) -> None:
+    entry = make_job("q")
+    reply = await aborts.abort_entry(
+        redis, keys, source=keys.schedule, jid=jid_of(entry), member=entry
+    )
+    assert reply == aborts.EntryReply(None, -1)
+    assert await redis.zcard(keys.aborted) == 0
+    assert await _aborted_count(redis, keys) == 0
+
+
+async def test_tombstones_older_than_keep_are_pruned(redis: Redis, keys: Keys) -> None:
+    now = time.time()
+    await redis.zadd(keys.aborted, {"old": now - aborts.TOMBSTONE_KEEP - 10, "new": now - 5})
+    heard = await aborts.abort_running(redis, keys, "a" * 24)
+    assert heard == 0  # nobody subscribed
+    assert await redis.zrange(keys.aborted, 0, -1) == [b"new", b"a" * 24]
+
+
+async def test_abort_running_publishes_the_jid(redis: Redis, keys: Keys) -> None:
+    pubsub = redis.pubsub(ignore_subscribe_messages=True)
+    await pubsub.subscribe(keys.aborts)
+    try:
+        assert await aborts.abort_running(redis, keys, "b" * 24) == 1
+        message = None
+        while message is None:
+            message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=5)
+        assert message["data"] == b"b" * 24
+    finally:
+        await pubsub.aclose()
+
+
+async def _fetched(redis: Redis, keys: Keys, *jobs: bytes) -> None:
+    await enqueue(redis, keys, "q", *jobs)
+    got = await commands.fetch(
+        redis, keys, identity=ME, queues=["q"], want=len(jobs), acks=[], reliable=True
+    )
+    assert got.jobs == list(jobs)
+
+
+async def test_find_running_looks_at_in_progress_lists(redis: Redis, keys: Keys) -> None:
+    job = make_job("q")
+    await _fetched(redis, keys, job)
+    await redis.sadd(keys.in_progress_identities, ME)
+    assert await aborts.find_running(redis, keys, jid_of(job))
+    assert not await aborts.find_running(redis, keys, "c" * 24)
+
+
+async def test_settle_aborted_removes_counts_and_keeps_the_tombstone(
+    redis: Redis, keys: Keys
+) -> None:
+    job, other = make_job("q"), make_job("q")
+    await _fetched(redis, keys, job, other)
+    jid = jid_of(job)
+    await redis.set(keys.orphanings(jid), 1)
+    assert await aborts.settle_aborted(redis, keys, identity=ME, raw=job, jid=jid)
+    assert await redis.lrange(keys.in_progress(ME), 0, -1) == [other]
+    assert await redis.exists(keys.orphanings(jid)) == 0
+    assert await _aborted_count(redis, keys) == 1
+    assert await redis.zscore(keys.aborted, jid) is not None
+    assert int(await redis.get(keys.stats_failed) or 0) == 0
+    # Owner-checked: settled once, or acked first, a second settlement does nothing.
+    assert not await aborts.settle_aborted(redis, keys, identity=ME, raw=job, jid=jid)
+    await commands.ack(redis, keys, identity=ME, acks=[commands.Ack(other, jid_of(other))])
+    assert not await aborts.settle_aborted(redis, keys, identity=ME, raw=other, jid=jid_of(other))
+    assert await _aborted_count(redis, keys) == 1
+
+
+async def test_finished_is_known_from_tombstone_status_result_or_dead(
+    redis: Redis, keys: Keys
+) -> None:
+    jids = ["1" * 24, "2" * 24, "3" * 24, "4" * 24]
+    await redis.zadd(keys.aborted, {jids[0]: time.time()})
+    await redis.hset(keys.status(jids[1]), "state", "complete")
+    await redis.set(keys.result_gone(jids[2]), b"1")
+    await redis.zadd(keys.dead, {make_job("q", jid=jids[3]): time.time()})
+    for jid in jids:
+        assert await aborts.finished(redis, keys, jid), jid
+    await redis.hset(keys.status("5" * 24), "state", "working")
+    assert not await aborts.finished(redis, keys, "5" * 24)
+    assert not await aborts.finished(redis, keys, "6" * 24)
+
+
+async def test_find_running_asks_a_basic_process_what_it_runs(redis: Redis, keys: Keys) -> None:
+    job = make_job("q")
+    work = orjson.dumps({"queue": "q", "payload": job.decode(), "run_at": 1.0})
+    await redis.sadd(keys.processes, "basic:1:p")
+    await redis.hset(keys.workers("basic:1:p"), "0", work)
+    assert await aborts.find_running(redis, keys, jid_of(job))
+    # A process with an in-progress list is asked its list, not its (stale) workers hash.
+    await redis.sadd(keys.in_progress_identities, "basic:1:p")
+    assert not await aborts.find_running(redis, keys, jid_of(job))
+
+
+async def test_a_user_refused_the_channel_still_leaves_the_tombstone(
+    redis: Redis, keys: Keys, sync_client: sync_redis.Redis, redis_server: EmbeddedRedis
+) -> None:
+    user = f"nochannel{uuid.uuid4().hex[:8]}"
+    sync_client.execute_command("ACL", "SETUSER", user, "on", ">pw", "~*", "resetchannels", "+@all")
+    limited = Redis(host="127.0.0.1", port=redis_server.port or 0, username=user, password="pw")
+    try:
+        assert await aborts.abort_running(limited, keys, "d" * 24) == -1
+    finally:
+        await limited.aclose()
+        sync_client.execute_command("ACL", "DELUSER", user)
+    assert await redis.zscore(keys.aborted, "d" * 24) is not None
