@@ -22,13 +22,14 @@ _OUTAGE_TYPES: tuple[type[BaseException], ...] = (
     rexc.ClusterDownError,
     rexc.TryAgainError,
     rexc.MasterDownError,
-    rexc.AskError,
-    rexc.MovedError,
     TimeoutError,
     ConnectionError,
     OSError,
 )
 
+# Not outages: MOVED and ASK. The cluster client follows them itself (a slot
+# migration is routine); one that reaches us means a plain client was pointed
+# at a cluster node, a configuration mistake that waiting will not fix.
 _OUTAGE_PREFIXES = ("LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "BUSY ")
 
 

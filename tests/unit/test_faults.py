@@ -37,6 +37,9 @@ NOT_OUTAGES: list[BaseException] = [
     rexc.ResponseError("ERR unknown command 'BLMOVE'"),
     rexc.ResponseError("NOSCRIPT No matching script"),
     rexc.DataError("Invalid input"),
+    # Followed by the cluster client: a slot migration is not an outage.
+    rexc.MovedError("3999 127.0.0.1:6381"),
+    rexc.AskError("3999 127.0.0.1:6381"),
     ValueError("bad"),
     KeyError("k"),
     RuntimeError("boom"),
