@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 
 import redis as sync_redis
+from redis.crc import key_slot
 
 from cogworker_async.embedded import EmbeddedRedis, EmbeddedRedisError
 from tests.helpers import wait_for_sync
@@ -52,6 +53,26 @@ def start_on_free_port(extra_args: Sequence[str], *, bus: bool = False) -> Embed
             raise
         return server
     raise RuntimeError("could not start a server on a free port")
+
+
+def one_node_cluster(tag: str = "cw") -> EmbeddedRedis:
+    """A cluster node serving only the slot of ``{tag}``: a plain client works on
+    keys of that slot, and any other key is refused, also one a script builds."""
+    node = start_on_free_port(
+        [
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-require-full-coverage",
+            "no",
+        ],
+        bus=True,
+    )
+    with sync_redis.Redis(host=HOST, port=node.port, decode_responses=True) as client:
+        client.execute_command("CLUSTER ADDSLOTS", key_slot(tag.encode()))
+        wait_for_sync(lambda: client.execute_command("CLUSTER INFO")["cluster_state"] == "ok")
+    return node
 
 
 class Cluster:
