@@ -64,3 +64,8 @@ test-versions: $(STAMP)
 	  echo "== tests/lua tests/integration on $$server"; \
 	  COGWORKER_REDIS_SERVER=$$server $(BIN)/pytest -q --timeout=180 tests/lua tests/integration || exit 1; \
 	done
+
+# Issue 16: a real 3-primary Redis Cluster started by the tests (tests/cluster).
+.PHONY: test-cluster
+test-cluster: $(STAMP)
+	COGWORKER_TEST_TOPOLOGIES=1 $(BIN)/pytest -q --timeout=300 tests/cluster

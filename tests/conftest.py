@@ -18,6 +18,10 @@ from cogworker_async.embedded import EmbeddedRedis
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
 
+# tests/cluster and tests/sentinel start several servers each: `make test-cluster` and
+# `make test-sentinel` run them (with this variable set), `make test` does not.
+collect_ignore = [] if os.environ.get("COGWORKER_TEST_TOPOLOGIES") else ["cluster", "sentinel"]
+
 # A one-node cluster serving one slot, every namespace tagged into it: the server
 # refuses any key outside that slot, in a script or not (tests/cluster/test_script_slots.py).
 ONE_NODE_CLUSTER = os.environ.get("COGWORKER_TEST_ONE_NODE_CLUSTER") == "1"
