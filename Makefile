@@ -69,3 +69,11 @@ test-versions: $(STAMP)
 .PHONY: test-cluster
 test-cluster: $(STAMP)
 	COGWORKER_TEST_TOPOLOGIES=1 $(BIN)/pytest -q --timeout=300 tests/cluster
+
+# Issue 16: a primary, a replica and three sentinels started by the tests; the
+# primary is SIGKILLed mid-run (tests/sentinel).
+.PHONY: test-sentinel
+test-sentinel: $(STAMP)
+	# -W: see the note atop tests/sentinel/test_failover.py (redis-py Sentinel links).
+	COGWORKER_TEST_TOPOLOGIES=1 $(BIN)/pytest -q -s --timeout=300 \
+	  -W ignore::pytest.PytestUnraisableExceptionWarning tests/sentinel

@@ -9,14 +9,19 @@ the cluster is formed with CLUSTER ADDSLOTS and CLUSTER MEET, no redis-cli neede
 from __future__ import annotations
 
 import random
+import shutil
 import socket
+import subprocess
+import tempfile
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import redis as sync_redis
 from redis.crc import key_slot
 
 from cogworker_async.embedded import EmbeddedRedis, EmbeddedRedisError
+from cogworker_async.redis_server import find_redis_server
 from tests.helpers import wait_for_sync
 
 HOST = "127.0.0.1"
@@ -145,3 +150,89 @@ def wait_until(condition: object, timeout: float = 30.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"not met within {timeout} s")
         time.sleep(0.05)
+
+
+class Sentinels:
+    """A primary, one replica and three sentinels watching them as ``service``.
+
+    The sentinels are ``redis-server CONF --sentinel`` (no separate binary
+    needed), each with its own writable config file (sentinel rewrites it).
+    """
+
+    def __init__(self, service: str = "cw", down_after_ms: int = 1000) -> None:
+        self.service = service
+        self.primary = start_on_free_port([])
+        self.replica = start_on_free_port(["--replicaof", HOST, str(self.primary.port)])
+        self.sentinels: list[subprocess.Popen[bytes]] = []
+        self.ports: list[int] = []
+        self._dir = Path(tempfile.mkdtemp(prefix="cogworker-sentinels-"))
+        try:
+            wait_for_sync(self._replica_in_sync, timeout=30)
+            binary = find_redis_server()
+            for index in range(3):
+                port = free_port()
+                conf = self._dir / f"sentinel-{index}.conf"
+                conf.write_text(
+                    f"port {port}\n"
+                    f"bind {HOST}\n"
+                    f"dir {self._dir}\n"
+                    f"sentinel monitor {service} {HOST} {self.primary.port} 2\n"
+                    f"sentinel down-after-milliseconds {service} {down_after_ms}\n"
+                    f"sentinel failover-timeout {service} 10000\n"
+                    f"sentinel parallel-syncs {service} 1\n"
+                )
+                with (self._dir / f"sentinel-{index}.log").open("wb") as log:
+                    self.sentinels.append(
+                        subprocess.Popen(
+                            [binary, str(conf), "--sentinel"], stdout=log, stderr=subprocess.STDOUT
+                        )
+                    )
+                self.ports.append(port)
+            wait_for_sync(self._sentinels_agree, timeout=30)
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def url(self) -> str:
+        nodes = ",".join(f"{HOST}:{port}" for port in self.ports)
+        return f"redis+sentinel://{nodes}/{self.service}"
+
+    def _replica_in_sync(self) -> bool:
+        with sync_redis.Redis(host=HOST, port=self.replica.port) as client:
+            return client.info("replication").get("master_link_status") == "up"
+
+    def _sentinels_agree(self) -> bool:
+        for port in self.ports:
+            try:
+                with sync_redis.Redis(host=HOST, port=port, decode_responses=True) as client:
+                    state = client.execute_command("SENTINEL", "MASTER", self.service)
+            except sync_redis.ConnectionError:
+                return False
+            fields = (
+                dict(zip(state[::2], state[1::2], strict=False))
+                if isinstance(state, list)
+                else state
+            )
+            if (
+                int(fields.get("num-other-sentinels", 0)) < 2
+                or int(fields.get("num-slaves", 0)) < 1
+            ):
+                return False
+        return True
+
+    def primary_port(self) -> int:
+        with sync_redis.Redis(host=HOST, port=self.ports[0], decode_responses=True) as client:
+            _host, port = client.execute_command(
+                "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.service
+            )
+        return int(port)
+
+    def stop(self) -> None:
+        for proc in self.sentinels:
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+        self.replica.stop()
+        self.primary.stop()
+        shutil.rmtree(self._dir, ignore_errors=True)

@@ -90,6 +90,30 @@ def connect(settings: Settings, *, max_connections: int | None = None) -> Redis:
     return Redis.from_pool(pool)  # the client owns the pool and closes it
 
 
+class _SentinelPrimary(Redis):
+    """The primary a set of sentinels names; closing it closes the links to them too."""
+
+    watchers: async_sentinel.Sentinel | None = None
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        await super().aclose(close_connection_pool)
+        if self.watchers is not None:
+            for watcher in self.watchers.sentinels:
+                await watcher.aclose()
+
+
+class _SyncSentinelPrimary(sync_redis.Redis):
+    """The same, for a thread's blocking client."""
+
+    watchers: sync_sentinel.Sentinel | None = None
+
+    def close(self) -> None:
+        super().close()
+        if self.watchers is not None:
+            for watcher in self.watchers.sentinels:
+                watcher.close()
+
+
 def _timeouts(settings: Settings) -> dict[str, Any]:
     return {
         "socket_timeout": settings.socket_timeout,
@@ -189,7 +213,9 @@ def connect_sync(
         **timeouts,
         **_auth(topology),
     )
-    return cast(sync_redis.Redis, sentinel.master_for(topology.service))
+    primary = sentinel.master_for(topology.service, redis_class=_SyncSentinelPrimary)
+    primary.watchers = sentinel
+    return cast(sync_redis.Redis, primary)
 
 
 async def drop_idle_connections(redis: Redis) -> None:
