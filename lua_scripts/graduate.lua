@@ -1,5 +1,6 @@
 -- graduate: moves due entries of the schedule or retry set onto their queues.
 --
+-- Cluster: builds queue keys and wake-up markers from a prefix inside Lua; every prefix starts with the namespace, so with a hash-tagged namespace ({cw}) each such key is in the tag's slot, like KEYS (tests/cluster/test_script_slots.py).
 -- The caller read the due entries and re-encoded each with its new
 -- `enqueued_at`; this script moves each one atomically: still in the set?
 -- push the new payload, then remove the old entry. One that can't be pushed

@@ -1,5 +1,6 @@
 -- quarantine: moves a key of ours that has the wrong type aside, where a human
 -- can find it, and gives it a TTL, in one step (the key guard's move).
+-- Cluster: builds the quarantine key's stamped variants (KEYS[2] .. ':' .. stamp) from a prefix inside Lua; every prefix starts with the namespace, so with a hash-tagged namespace ({cw}) each such key is in the tag's slot, like KEYS (tests/cluster/test_script_slots.py).
 --
 -- KEYS[1] = the key
 -- KEYS[2] = its quarantine key (<ns>:quarantine:<the key's full name>)

@@ -1,5 +1,6 @@
 -- requeue: puts the jobs of one process's in-progress list back on their
 -- queues — a dead process's (orphan recovery) or this process's own (on
+-- Cluster: builds queue keys, wake-up markers and orphan-counter keys from a prefix inside Lua; every prefix starts with the namespace, so with a hash-tagged namespace ({cw}) each such key is in the tag's slot, like KEYS (tests/cluster/test_script_slots.py).
 -- shutdown) — in one atomic call.
 --
 -- KEYS[1] = the in-progress list, KEYS[2] = its owner's presence key

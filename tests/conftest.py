@@ -18,19 +18,32 @@ from cogworker_async.embedded import EmbeddedRedis
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
 
+# tests/cluster and tests/sentinel start several servers each: `make test-cluster` and
+# `make test-sentinel` run them (with this variable set), `make test` does not.
+collect_ignore = [] if os.environ.get("COGWORKER_TEST_TOPOLOGIES") else ["cluster", "sentinel"]
+
+# A one-node cluster serving one slot, every namespace tagged into it: the server
+# refuses any key outside that slot, in a script or not (tests/cluster/test_script_slots.py).
+ONE_NODE_CLUSTER = os.environ.get("COGWORKER_TEST_ONE_NODE_CLUSTER") == "1"
+
 
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[EmbeddedRedis]:
     """A throwaway redis-server on a free port (never the shared 6379)."""
-    server = EmbeddedRedis()
-    server.start()
+    if ONE_NODE_CLUSTER:
+        from tests.servers import one_node_cluster
+
+        server = one_node_cluster()
+    else:
+        server = EmbeddedRedis()
+        server.start()
     yield server
     server.stop()
 
 
 @pytest.fixture
 def namespace() -> str:
-    return f"t{uuid.uuid4().hex[:10]}"
+    return f"{{cw}}t{uuid.uuid4().hex[:10]}" if ONE_NODE_CLUSTER else f"t{uuid.uuid4().hex[:10]}"
 
 
 @pytest.fixture

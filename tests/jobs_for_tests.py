@@ -23,8 +23,15 @@ def _redis() -> Redis:
     if _client is None:
         # The recording client rides out outages, so a test's bookkeeping never
         # fails the job it watches.
+        url = os.environ["COGWORKER_REDIS_URL"]
+        if url.startswith("redis+cluster://"):  # tests/cluster: the workers' own kind of client
+            from cogworker_async.settings import Settings
+            from cogworker_async.store.connection import connect
+
+            _client = connect(Settings(redis_url=url, namespace=os.environ["COGWORKER_NAMESPACE"]))
+            return _client
         _client = Redis.from_url(
-            os.environ["COGWORKER_REDIS_URL"],
+            url,
             retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 60),
             retry_on_error=[ConnectionError, TimeoutError],
         )

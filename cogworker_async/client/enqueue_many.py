@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from cogworker_async import payload
 from cogworker_async.jobs import BoundJob, JobArgs, JobFunction, JobOptions, payload_options
+from cogworker_async.store.connection import is_cluster
 from cogworker_async.store.scripts import EncodableArg, script
 
 if TYPE_CHECKING:
@@ -122,10 +123,16 @@ class ManyBatch:
         keys = client.keys
         enqueue = script("enqueue")
         schedule = script("schedule")
+        # A cluster pipeline refuses SCRIPT LOAD: it goes ahead, to every primary.
+        cluster = is_cluster(client.redis)
+        if cluster:
+            for needed in (enqueue, schedule) if scheduled else (enqueue,):
+                await client.redis.script_load(needed.text)
         async with client.redis.pipeline(transaction=False) as pipe:
             # SCRIPT LOAD first makes the EVALSHAs behind it safe even right
             # after a SCRIPT FLUSH or a restart: no NOSCRIPT to recover from.
-            pipe.script_load(enqueue.text)
+            if not cluster:
+                pipe.script_load(enqueue.text)
             for queue, encoded in by_queue.items():
                 queue_keys = [keys.queue(queue), keys.queues, keys.wakeup(queue)]
                 # Chunks keep each script call's argument list reasonable.
@@ -134,7 +141,8 @@ class ManyBatch:
                     pipe.evalsha(enqueue.sha, len(queue_keys), *queue_keys, queue, *chunk)
             if scheduled:
                 schedule_keys = [keys.schedule, keys.schedule_wakeup]
-                pipe.script_load(schedule.text)
+                if not cluster:
+                    pipe.script_load(schedule.text)
                 for start in range(0, len(scheduled), 2 * SCRIPT_ARGS):
                     pairs = scheduled[start : start + 2 * SCRIPT_ARGS]
                     pipe.evalsha(schedule.sha, 2, *schedule_keys, *pairs)

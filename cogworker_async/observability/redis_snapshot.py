@@ -20,12 +20,11 @@ import orjson
 import redis
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from cogworker_async.keys import Keys
 from cogworker_async.observability.history import MinuteCounts, minute_of, parse_minute
 from cogworker_async.settings import Settings
+from cogworker_async.store.connection import connect_sync
 from cogworker_async.store.faults import is_outage
 
 log = logging.getLogger(__name__)
@@ -42,12 +41,7 @@ RECOVERY_COUNTERS = {
 
 def sync_client(settings: Settings, timeout: float = SCRAPE_TIMEOUT) -> redis.Redis:
     """A blocking client that gives up quickly and never retries on its own."""
-    return redis.Redis.from_url(
-        settings.redis_url,
-        socket_timeout=timeout,
-        socket_connect_timeout=timeout,
-        retry=Retry(NoBackoff(), 0),
-    )
+    return connect_sync(settings, socket_timeout=timeout, socket_connect_timeout=timeout)
 
 
 def _text(value: bytes | str) -> str:

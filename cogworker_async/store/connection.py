@@ -1,18 +1,38 @@
-"""Redis connections sized for a worker, and the server's capabilities."""
+"""Redis connections sized for a worker, and the server's capabilities.
+
+The one place a ``redis_url`` becomes a client: one server (``redis://``,
+``rediss://``, ``unix://``), a Redis Cluster (``redis+cluster://``, redis-py's
+``RedisCluster``) or the primary a set of sentinels watches
+(``redis+sentinel://``, redis-py's ``Sentinel.master_for``). Callers get an
+object with ``Redis``'s commands either way: every key of a namespace is in
+one slot (the namespace is hash-tagged on a cluster, checked by ``Settings``),
+so every script and pipeline the package sends is single-slot.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+import anyio
+import redis as sync_redis
+import redis.asyncio.cluster as async_cluster
+import redis.asyncio.sentinel as async_sentinel
+import redis.cluster as sync_cluster
+import redis.sentinel as sync_sentinel
 from hiredis import pack_command as hiredis_pack
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.retry import Retry as SyncRetry
 
 from cogworker_async.settings import Settings
+from cogworker_async.store.topology import Topology, is_multi_node, parse_topology
 
 DEFAULT_POOL_SIZE = 64
+# A cluster node's pool raises MaxConnectionsError at once when full (redis-py
+# #3135, #2522) instead of waiting: the pools are sized above any demand.
+CLUSTER_POOL_FLOOR = 256
 
 
 class HiredisPacking(AbstractConnection):
@@ -50,8 +70,12 @@ def connect(settings: Settings, *, max_connections: int | None = None) -> Redis:
     """An asyncio client with bounded socket timeouts (a dead link can't hang a duty).
 
     The pool blocks when full instead of raising, so thousands of concurrent
-    ``enqueue`` calls queue up for a connection rather than fail.
+    ``enqueue`` calls queue up for a connection rather than fail. On a cluster
+    each node has its own pool, which raises when full: it gets room for
+    ``max_connections`` and at least ``CLUSTER_POOL_FLOOR``.
     """
+    if is_multi_node(settings.redis_url):
+        return _connect_multi(settings, parse_topology(settings.redis_url), max_connections)
     pool = BlockingConnectionPool.from_url(
         settings.redis_url,
         max_connections=max_connections or DEFAULT_POOL_SIZE,
@@ -66,14 +90,145 @@ def connect(settings: Settings, *, max_connections: int | None = None) -> Redis:
     return Redis.from_pool(pool)  # the client owns the pool and closes it
 
 
+class _SentinelPrimary(Redis):
+    """The primary a set of sentinels names; closing it closes the links to them too."""
+
+    watchers: async_sentinel.Sentinel | None = None
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        await super().aclose(close_connection_pool)
+        if self.watchers is not None:
+            for watcher in self.watchers.sentinels:
+                await watcher.aclose()
+
+
+class _SyncSentinelPrimary(sync_redis.Redis):
+    """The same, for a thread's blocking client."""
+
+    watchers: sync_sentinel.Sentinel | None = None
+
+    def close(self) -> None:
+        super().close()
+        if self.watchers is not None:
+            for watcher in self.watchers.sentinels:
+                watcher.close()
+
+
+def _timeouts(settings: Settings) -> dict[str, Any]:
+    return {
+        "socket_timeout": settings.socket_timeout,
+        "socket_connect_timeout": min(settings.socket_timeout, 5.0),
+    }
+
+
+def _auth(topology: Topology) -> dict[str, Any]:
+    return {"username": topology.username, "password": topology.password}
+
+
+def _connect_multi(settings: Settings, topology: Topology, max_connections: int | None) -> Redis:
+    if topology.kind == "cluster":
+        client = async_cluster.RedisCluster(
+            startup_nodes=[async_cluster.ClusterNode(h, p) for h, p in topology.nodes],
+            max_connections=max(max_connections or DEFAULT_POOL_SIZE, CLUSTER_POOL_FLOOR),
+            # No silent re-sends (a script would run twice); MOVED and ASK are
+            # still followed, inside the client, without counting as a retry.
+            retry=Retry(NoBackoff(), 0),
+            ssl=topology.tls,
+            **_timeouts(settings),
+            **_auth(topology),
+        )
+        # Typed as Redis: the commands the package sends are the same on both.
+        return cast(Redis, client)
+    assert topology.service is not None
+    sentinel = async_sentinel.Sentinel(
+        list(topology.nodes),
+        sentinel_kwargs={**_timeouts(settings), "ssl": topology.tls},
+        ssl=topology.tls,
+        db=topology.db,
+        retry=Retry(NoBackoff(), 0),
+        **_timeouts(settings),
+        **_auth(topology),
+    )
+    # Each new connection asks the sentinels where the primary is now, so after
+    # a failover the next command (once the old links have failed) reaches it.
+    return cast(
+        Redis,
+        sentinel.master_for(topology.service, max_connections=max_connections or DEFAULT_POOL_SIZE),
+    )
+
+
+async def discovered(redis: Redis, bound: float) -> None:
+    """A cluster client's topology read now, shielded from cancellation (bounded).
+
+    Cancelled midway through its first discovery, redis-py's cluster client
+    leaks the connection it was reading the slots on; a duty cancelled at
+    shutdown right after it started did just that. A failure is left for the
+    first command to meet (and classify). A no-op for other clients.
+    """
+    if not isinstance(redis, async_cluster.RedisCluster):
+        return
+    with anyio.CancelScope(shield=True), anyio.move_on_after(bound):
+        try:
+            await redis.initialize()
+        except Exception:  # noqa: BLE001 - the first command meets it again, and reports it
+            return
+
+
+def is_cluster(redis: object) -> bool:
+    """Whether ``redis`` is a cluster client (its pipelines refuse some commands)."""
+    return isinstance(redis, async_cluster.RedisCluster | sync_cluster.RedisCluster)
+
+
+def connect_sync(
+    settings: Settings, *, socket_timeout: float, socket_connect_timeout: float
+) -> sync_redis.Redis:
+    """A blocking client for a thread (the heartbeat, a metrics scrape), never retrying."""
+    timeouts: dict[str, Any] = {
+        "socket_timeout": socket_timeout,
+        "socket_connect_timeout": socket_connect_timeout,
+    }
+    retry = SyncRetry(NoBackoff(), 0)
+    if not is_multi_node(settings.redis_url):
+        return sync_redis.Redis.from_url(settings.redis_url, retry=retry, **timeouts)
+    topology = parse_topology(settings.redis_url)
+    if topology.kind == "cluster":
+        client = sync_cluster.RedisCluster(
+            startup_nodes=[
+                sync_cluster.ClusterNode(h, p)  # type: ignore[no-untyped-call]
+                for h, p in topology.nodes
+            ],
+            retry=retry,
+            ssl=topology.tls,
+            **timeouts,
+            **_auth(topology),
+        )
+        return cast(sync_redis.Redis, client)
+    assert topology.service is not None
+    sentinel = sync_sentinel.Sentinel(
+        list(topology.nodes),
+        sentinel_kwargs={**timeouts, "ssl": topology.tls},
+        ssl=topology.tls,
+        db=topology.db,
+        retry=retry,
+        **timeouts,
+        **_auth(topology),
+    )
+    primary = sentinel.master_for(topology.service, redis_class=_SyncSentinelPrimary)
+    primary.watchers = sentinel
+    return cast(sync_redis.Redis, primary)
+
+
 async def drop_idle_connections(redis: Redis) -> None:
     """Close the pool's idle connections once an outage is seen.
 
     They died with the server: kept, each would fail its first command after
     Redis is back (and be logged as a second outage). Commands are never
-    retried automatically, so this is how stale links are shed.
+    retried automatically, so this is how stale links are shed. A cluster
+    client sheds them itself, node by node, when one fails.
     """
-    await redis.connection_pool.disconnect(inuse_connections=False)
+    pool = getattr(redis, "connection_pool", None)
+    if pool is not None:
+        await pool.disconnect(inuse_connections=False)
 
 
 def blocking_timeout(settings: Settings) -> float:

@@ -8,6 +8,7 @@ as plain ``ResponseError``s, so no base-class shortcut would do.
 from __future__ import annotations
 
 import logging
+import re
 import time
 from collections.abc import Callable
 
@@ -21,14 +22,26 @@ _OUTAGE_TYPES: tuple[type[BaseException], ...] = (
     rexc.ClusterDownError,
     rexc.TryAgainError,
     rexc.MasterDownError,
-    rexc.AskError,
-    rexc.MovedError,
     TimeoutError,
     ConnectionError,
     OSError,
 )
 
+# Not outages: MOVED and ASK. The cluster client follows them itself (a slot
+# migration is routine); one that reaches us means a plain client was pointed
+# at a cluster node, a configuration mistake that waiting will not fix.
 _OUTAGE_PREFIXES = ("LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "BUSY ")
+
+
+# Redis before 7.0 wraps an error raised by a command inside a script:
+# "Error running script (call to f_<sha>): @user_script:26: WRONGTYPE ...".
+# Redis 7 and Valkey pass the command's own error through.
+_SCRIPT_WRAPPER = re.compile(r"^(?:ERR )?Error running script \(call to f_[0-9a-f]+\): @\w+:\d+: ")
+
+
+def reply_text(exc: BaseException) -> str:
+    """The error reply as the command gave it, without Redis 6's script wrapper."""
+    return _SCRIPT_WRAPPER.sub("", str(exc), count=1)
 
 
 def is_outage(exc: BaseException) -> bool:
@@ -36,8 +49,7 @@ def is_outage(exc: BaseException) -> bool:
     if isinstance(exc, _OUTAGE_TYPES):
         return True
     if isinstance(exc, rexc.ResponseError):
-        message = str(exc)
-        return message.startswith(_OUTAGE_PREFIXES)
+        return reply_text(exc).startswith(_OUTAGE_PREFIXES)
     return False
 
 
@@ -46,7 +58,7 @@ def is_wrong_type(exc: BaseException) -> bool:
 
     The key guard can fix that (it moves the key aside); nothing else can.
     """
-    return isinstance(exc, rexc.ResponseError) and str(exc).startswith("WRONGTYPE")
+    return isinstance(exc, rexc.ResponseError) and reply_text(exc).startswith("WRONGTYPE")
 
 
 # What a duty logs when it loses Redis and when it has it back (metrics.py's

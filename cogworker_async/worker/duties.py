@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
-from cogworker_async.store.connection import connect, drop_idle_connections
+from cogworker_async.store.connection import connect, discovered, drop_idle_connections
 from cogworker_async.store.replies import text
 from cogworker_async.timing import jittered, scaled_poll_interval
 from cogworker_async.worker.keyguard import KeyGuard
@@ -87,6 +87,7 @@ def start_duties(
             settings.model_copy(update={"socket_timeout": longer}), max_connections=1
         )
         try:
+            await discovered(blocking, settings.socket_timeout)
             await poller.listen(
                 blocking,
                 lambda: min(

@@ -19,12 +19,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
-import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
+from cogworker_async.store.connection import connect_sync
 from cogworker_async.store.faults import FailureLog
 from cogworker_async.store.scripts import script
 
@@ -70,8 +68,8 @@ class Heartbeat:
         self._log = logger
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._redis = redis.Redis.from_url(
-            settings.redis_url,
+        self._redis = connect_sync(
+            settings,
             # Bounded by the beat interval: a beat stuck on a dead link or a
             # slow connect must not keep this process silent long after Redis
             # answers again (recovery gives it orphan_threshold, no more).
@@ -79,7 +77,6 @@ class Heartbeat:
             socket_connect_timeout=min(
                 settings.socket_timeout, 5.0, max(1.0, settings.heartbeat_interval * 2)
             ),
-            retry=Retry(NoBackoff(), 0),
         )
         self.started_at = time.time()
         self.last_stamp: float | None = None

@@ -31,6 +31,7 @@ from cogworker_async import payload
 from cogworker_async.keys import Keys
 from cogworker_async.store import commands
 from cogworker_async.store.commands import Graduation
+from cogworker_async.store.connection import is_cluster
 from cogworker_async.store.faults import FailureLog
 
 BATCH = 100
@@ -86,12 +87,17 @@ class ScheduledPoller:
 
     async def _look(self) -> tuple[float, float | None]:
         """Redis's clock now, and when the earliest entry of schedule or retry is due."""
+        # A cluster pipeline refuses TIME (it has no key): asked on its own
+        # there, of any node (their clocks only set when to look again).
+        cluster = is_cluster(self._redis)
+        sent = time.monotonic()
+        clock = [await self._redis.time()] if cluster else []
         async with self._redis.pipeline(transaction=False) as pipe:
-            pipe.time()
+            if not cluster:
+                pipe.time()
             pipe.zrange(self._keys.schedule, 0, 0, withscores=True)
             pipe.zrange(self._keys.retry, 0, 0, withscores=True)
-            sent = time.monotonic()
-            replies = await pipe.execute(raise_on_error=False)
+            replies = clock + await pipe.execute(raise_on_error=False)
         received = time.monotonic()
         for reply in replies:
             if isinstance(reply, Exception):

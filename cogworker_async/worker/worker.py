@@ -32,7 +32,7 @@ from cogworker_async.periodic.entries import Entry
 from cogworker_async.periodic.overlap import overlap_middleware
 from cogworker_async.periodic.ticker import Ticker
 from cogworker_async.settings import Settings
-from cogworker_async.store.connection import connect
+from cogworker_async.store.connection import connect, discovered
 from cogworker_async.worker.abort_listener import AbortWatcher
 from cogworker_async.worker.assembly import build_parts
 from cogworker_async.worker.duties import start_duties
@@ -201,6 +201,8 @@ class Worker:
         redis = connect(settings, max_connections=None)
         blocking = connect(settings, max_connections=2)
         try:
+            for client in (redis, blocking):
+                await discovered(client, settings.socket_timeout)
             await self._serve(redis, blocking, announce)
         finally:
             with anyio.CancelScope(shield=True):

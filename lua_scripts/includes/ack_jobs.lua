@@ -1,5 +1,6 @@
 -- ack_jobs(in_progress, counter_prefix, first, listed): acknowledges finished jobs
 -- (listed = false in basic mode: there is no in-progress list, only counting).
+-- Cluster: builds orphan-counter keys (counter_prefix .. jid) from a prefix inside Lua; every prefix starts with the namespace, so with a hash-tagged namespace ({cw}) each such key is in the tag's slot, like KEYS (tests/cluster/test_script_slots.py).
 --
 -- ARGV[first - 1] = count; ARGV[first .. first + count - 1] = the finished jobs,
 -- each exactly as fetched.

@@ -1,5 +1,6 @@
 -- The metrics history (see cogworker_async/observability/history.py): jobs
 -- counted per minute and per job name in the same call that settles them.
+-- Cluster: builds the history keys from a prefix inside Lua (<prefix><minute>); the prefix starts with the namespace, so with a hash-tagged namespace ({cw}) each such key is in the tag's slot, like KEYS (tests/cluster/test_script_slots.py).
 -- Every write is best effort (pcall): a history key of the wrong type must
 -- never fail the acks or the filing beside it.
 --

@@ -1,5 +1,6 @@
 -- requeue_job(job, queue_prefix, wakeup_prefix, default_queue, target): puts
 -- one job back on its queue and returns the queue's name.
+-- Cluster: builds queue keys and wake-up markers (prefix .. queue) from a prefix inside Lua; every prefix starts with the namespace, so with a hash-tagged namespace ({cw}) each such key is in the tag's slot, like KEYS (tests/cluster/test_script_slots.py).
 --
 -- It goes onto the end its queue is popped from, so it runs next. The queue
 -- is `target` when the caller knows where the job was fetched from (its own

@@ -117,8 +117,8 @@ def test_user_mistakes_are_one_line_errors(settings: Settings) -> None:
         ("http://127.0.0.1:1/0", "scheme 'http://' is not Redis: use redis://"),
         ("redis://127.0.0.1:notaport/0", "the port must be an integer from 1 to 65535"),
         ("redis://127.0.0.1:1/abc", "the DB index 'abc' must be an integer >= 0"),
-        ("redis+cluster://127.0.0.1:1", "redis+cluster:// is not supported yet"),
-        ("redis+sentinel://127.0.0.1:1", "redis+sentinel:// is not supported yet"),
+        ("redis+cluster://127.0.0.1:1/2", "a cluster has database 0 only"),
+        ("redis+sentinel://127.0.0.1:1", "name the primary"),
     ],
 )
 def test_a_bad_redis_url_is_one_usage_line(settings: Settings, url: str, says: str) -> None:

@@ -7,7 +7,7 @@ import logging
 import pytest
 from redis import exceptions as rexc
 
-from cogworker_async.store.faults import OutageLog, is_outage
+from cogworker_async.store.faults import OutageLog, is_outage, is_wrong_type, reply_text
 
 OUTAGES: list[BaseException] = [
     rexc.ConnectionError("Connection refused"),
@@ -25,6 +25,11 @@ OUTAGES: list[BaseException] = [
     rexc.ResponseError("MASTERDOWN Link with MASTER is down"),
     rexc.ResponseError("TRYAGAIN Multiple keys request during rehashing of slot"),
     rexc.ResponseError("CLUSTERDOWN The cluster is down"),
+    # Redis 6 wraps a command's error inside a script.
+    rexc.ResponseError(
+        "Error running script (call to f_07b6882a659f9c986d7afa1305aec6bd787e1c3c): "
+        "@user_script:12: READONLY You can't write against a read only replica."
+    ),
 ]
 
 NOT_OUTAGES: list[BaseException] = [
@@ -32,6 +37,9 @@ NOT_OUTAGES: list[BaseException] = [
     rexc.ResponseError("ERR unknown command 'BLMOVE'"),
     rexc.ResponseError("NOSCRIPT No matching script"),
     rexc.DataError("Invalid input"),
+    # Followed by the cluster client: a slot migration is not an outage.
+    rexc.MovedError("3999 127.0.0.1:6381"),
+    rexc.AskError("3999 127.0.0.1:6381"),
     ValueError("bad"),
     KeyError("k"),
     RuntimeError("boom"),
@@ -46,6 +54,21 @@ def test_outage(exc: BaseException) -> None:
 @pytest.mark.parametrize("exc", NOT_OUTAGES, ids=lambda e: f"{type(e).__name__}:{str(e)[:12]}")
 def test_not_outage(exc: BaseException) -> None:
     assert is_outage(exc) is False
+
+
+REDIS6_WRONGTYPE = rexc.ResponseError(
+    "Error running script (call to f_07b6882a659f9c986d7afa1305aec6bd787e1c3c): "
+    "@user_script:26: WRONGTYPE Operation against a key holding the wrong kind of value"
+)
+
+
+def test_redis6_script_wrapper_is_seen_through() -> None:
+    assert reply_text(REDIS6_WRONGTYPE).startswith("WRONGTYPE Operation")
+    assert is_wrong_type(REDIS6_WRONGTYPE)
+    assert not is_outage(REDIS6_WRONGTYPE)
+    plain = rexc.ResponseError("WRONGTYPE Operation against a key")
+    assert reply_text(plain) == str(plain)
+    assert is_wrong_type(plain)
 
 
 def test_outage_log_once_per_outage(caplog: pytest.LogCaptureFixture) -> None:

@@ -216,6 +216,8 @@ def test_dotenv_ignores_other_tools_variables_but_not_our_typos(
         "redis://h:6379?db=3",
         "unix:///tmp/redis.sock",
         "unix:///tmp/redis.sock?db=2",
+        "redis+sentinel://:pw@h:26379,h2:26380/main/2",
+        "rediss+sentinel://h/main",
     ],
 )
 def test_good_redis_urls_accepted_and_shown_without_password(url: str) -> None:
@@ -231,8 +233,10 @@ def test_good_redis_urls_accepted_and_shown_without_password(url: str) -> None:
         ("garbage", "no scheme): write redis://garbage:6379/0"),
         ("", "no scheme"),
         ("http://localhost:6379/0", "scheme 'http://' is not Redis"),
-        ("redis+cluster://h:7000", "redis+cluster:// is not supported yet"),
-        ("redis+sentinel://h:26379", "redis+sentinel:// is not supported yet"),
+        ("redis+cluster://h:7000,h:x", "bad node 'h:x'"),
+        ("redis+cluster://h:7000/3", "a cluster has database 0 only"),
+        ("redis+sentinel://h:26379", "name the primary"),
+        ("redis+sentinel://h:26379/main/x", "DB index 'x'"),
         ("redis://", "names no host"),
         ("redis:///0", "names no host"),
         ("redis://h:notaport/0", "port must be an integer from 1 to 65535"),
@@ -304,3 +308,11 @@ def test_weight_bounded(weight: str) -> None:
 def test_weight_bounds_inclusive() -> None:
     assert parse_queue_spec("a:1000").weight == 1000
     assert parse_queue_spec("a:1").weight == 1
+
+
+def test_a_cluster_url_wants_a_hash_tagged_namespace() -> None:
+    url = "redis+cluster://:pw@h:7000,h:7001"
+    assert Settings(redis_url=url, namespace="{cw}").redis_url == url
+    assert "pw" not in Settings(redis_url=url, namespace="{cw}").masked_redis_url
+    with pytest.raises(ValidationError, match=r"use namespace='\{cogworker\}'"):
+        Settings(redis_url=url)
