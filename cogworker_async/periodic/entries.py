@@ -37,7 +37,10 @@ class Entry:
     misfire: Misfire = "skip"
     grace: float | None = None  # run_once: the latest missed slot runs only if at most this old
     overlap: bool = True  # False: a slot is skipped while the previous run is queued or running
-    lock_ttl: float = 3600.0  # overlap=False: the running lock's TTL (queued, and while running)
+    # overlap=False: how long the running lock lasts while the run waits (queued,
+    # requeued, a retry pending) and once it has started.
+    queued_ttl: float = 3600.0
+    active_ttl: float = 3600.0
 
     @property
     def schedule(self) -> str:
@@ -65,6 +68,15 @@ class Entry:
         raw = orjson.dumps(self.definition(), option=orjson.OPT_SORT_KEYS)
         return hashlib.sha1(raw, usedforsecurity=False).hexdigest()[:12]
 
+    def payload_fields(self, slot: float) -> dict[str, Any]:
+        """What a run's payload carries about its entry (SPEC §2's ``periodic_*`` fields)."""
+        fields: dict[str, Any] = {"periodic_pjid": self.name, "periodic_slot": slot}
+        if not self.overlap:
+            fields["periodic_until_executed"] = True
+            fields["periodic_queued_ttl"] = self.queued_ttl
+            fields["periodic_active_ttl"] = self.active_ttl
+        return fields
+
     @property
     def period(self) -> float:
         """A bound on the gap between two slots (for the claim key's TTL)."""
@@ -91,7 +103,8 @@ def _entry(
     misfire: Misfire,
     grace: float | None,
     overlap: bool,
-    lock_ttl: float,
+    queued_ttl: float,
+    active_ttl: float,
     **schedule: Any,
 ) -> Entry:
     """What ``every`` and ``cron`` share: the checks, the job's name and queue, the Entry."""
@@ -99,6 +112,10 @@ def _entry(
         raise ValueError(f"misfire must be 'skip' or 'run_once', got {misfire!r}")
     if grace is not None and grace < 0:
         raise ValueError(f"grace must be >= 0, got {grace!r}")
+    if not (queued_ttl > 0 and active_ttl > 0):
+        raise ValueError(
+            f"queued_ttl and active_ttl must be > 0, got {queued_ttl!r}, {active_ttl!r}"
+        )
     job_name, job_queue = _job_of(job)
     entry_name = name or job_name
     if not entry_name or ":" in entry_name:
@@ -112,7 +129,8 @@ def _entry(
         misfire=misfire,
         grace=grace,
         overlap=overlap,
-        lock_ttl=lock_ttl,
+        queued_ttl=queued_ttl,
+        active_ttl=active_ttl,
         **schedule,
     )
 
@@ -128,7 +146,8 @@ def every(
     misfire: Misfire = "skip",
     grace: float | None = None,
     overlap: bool = True,
-    lock_ttl: float = 3600.0,
+    queued_ttl: float = 3600.0,
+    active_ttl: float = 3600.0,
 ) -> Entry:
     """Run ``job`` at every multiple of ``seconds`` since the Unix epoch (Redis's clock)."""
     if not seconds > 0:
@@ -142,7 +161,8 @@ def every(
         misfire=misfire,
         grace=grace,
         overlap=overlap,
-        lock_ttl=lock_ttl,
+        queued_ttl=queued_ttl,
+        active_ttl=active_ttl,
         seconds=float(seconds),
     )
 
@@ -159,7 +179,8 @@ def cron(
     misfire: Misfire = "skip",
     grace: float | None = None,
     overlap: bool = True,
-    lock_ttl: float = 3600.0,
+    queued_ttl: float = 3600.0,
+    active_ttl: float = 3600.0,
 ) -> Entry:
     """Run ``job`` at each time the cron ``expression`` matches in zone ``tz``
     (parsed by cronsim, which follows Debian cron's DST rules)."""
@@ -177,7 +198,8 @@ def cron(
         misfire=misfire,
         grace=grace,
         overlap=overlap,
-        lock_ttl=lock_ttl,
+        queued_ttl=queued_ttl,
+        active_ttl=active_ttl,
         expression=expression,
         tz=tz,
     )

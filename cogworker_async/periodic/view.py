@@ -49,6 +49,9 @@ def entry_of(definition: dict[str, Any]) -> Entry:
         tz=definition.get("tz") or "UTC",
         misfire=definition.get("misfire") or "skip",
         grace=definition.get("grace"),
+        overlap=definition.get("overlap", True) is not False,
+        queued_ttl=float(definition.get("queued_ttl") or 3600.0),
+        active_ttl=float(definition.get("active_ttl") or 3600.0),
     )
 
 
@@ -101,7 +104,7 @@ async def run_now(redis: Redis, keys: Keys, name: str) -> str | None:
         entry.queue,
         now=now,
         jid=jid,
-        extra={"periodic": entry.name, "periodic_slot": now},
+        extra=entry.payload_fields(now),
     )
     await script("enqueue").run(
         redis,
