@@ -150,7 +150,5 @@ async def release_running_locks(redis: Redis, keys: Keys, raws: Iterable[bytes])
             held.append((lock, str(job.get("jid", ""))))
     if not held:
         return 0
-    replies = await script("release_lock").run_many(
-        redis, [([lock], [jid]) for lock, jid in held]
-    )
+    replies = await script("release_lock").run_many(redis, [([lock], [jid]) for lock, jid in held])
     return sum(int(r) for r in replies)

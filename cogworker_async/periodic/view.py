@@ -31,6 +31,12 @@ class PeriodicInfo:
     misfire: str
     next_run: float | None
     last_run: float | None
+    # The last run's outcome: {"jid", "slot", "result": "ok" | "failed, ...",
+    # "at", "error"?} (None: no run recorded yet).
+    last_result: dict[str, Any] | None = None
+    overlap: bool = True
+    # overlap=False: the jid holding the running lock (queued or running), if any.
+    running: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -65,9 +71,14 @@ async def periodic_list(redis: Redis, keys: Keys) -> list[PeriodicInfo]:
     found = await definitions(redis, keys)
     lasts = await redis.hgetall(keys.periodic("last"))
     last = {text(k): float(text(v)) for k, v in lasts.items()}
+    results = await redis.hgetall(keys.periodic("results"))
+    result = {text(k): _loads(v) for k, v in results.items()}
+    names = sorted(found)
+    locked = [n for n in names if found[n].get("overlap") is False]
+    holders = dict(zip(locked, await _holders(redis, keys, locked), strict=True))
     now = await redis_now(redis)
     out = []
-    for name in sorted(found):
+    for name in names:
         d = found[name]
         try:
             upcoming: float | None = next_slot(entry_of(d), now)
@@ -83,9 +94,27 @@ async def periodic_list(redis: Redis, keys: Keys) -> list[PeriodicInfo]:
                 d.get("misfire") or "skip",
                 upcoming,
                 last.get(name),
+                result.get(name),
+                d.get("overlap") is not False,
+                holders.get(name),
             )
         )
     return out
+
+
+def _loads(raw: bytes | str) -> dict[str, Any] | None:
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+async def _holders(redis: Redis, keys: Keys, names: list[str]) -> list[str | None]:
+    if not names:
+        return []
+    raw = await redis.mget([keys.periodic_running(n) for n in names])
+    return [None if r is None else text(r) for r in raw]
 
 
 async def run_now(redis: Redis, keys: Keys, name: str) -> str | None:
