@@ -258,14 +258,20 @@ async def test_periodic_list_and_run_now_from_the_cli(
     assert (entry["name"], entry["schedule"], entry["tz"]) == ("tick", "every 1s", "UTC")
     assert entry["last_run"] == last
     assert entry["next_run"] > await redis_now(redis) - 1
+    # The last run's result, recorded by the worker that ran it.
+    assert entry["last_result"]["result"] == "ok"
+    assert entry["last_result"]["slot"] <= last
+    assert (entry["overlap"], entry["running"]) == (True, None)
+    plain = cli(settings, "periodic", "list")
+    assert "result ok" in plain.stdout
 
     done = cli(settings, "periodic", "run-now", "tick")
     assert done.returncode == 0, done.stderr
     jid = done.stdout.strip()
     queued = [orjson.loads(raw) for raw in await redis.lrange(keys.queue("default"), 0, -1)]  # type: ignore[misc]
-    assert [(j["jid"], j["class"], j["args"]) for j in queued if j["jid"] == jid] == [
-        (jid, "periodic.record", ["1"])
-    ]
+    assert [
+        (j["jid"], j["class"], j["args"], j["periodic_pjid"]) for j in queued if j["jid"] == jid
+    ] == [(jid, "periodic.record", ["1"], "tick")]
     unknown = cli(settings, "periodic", "run-now", "nope")
     assert unknown.returncode == 1
     assert "no periodic entry named 'nope'" in unknown.stderr + unknown.stdout
