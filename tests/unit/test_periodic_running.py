@@ -55,7 +55,7 @@ def test_ttls_must_be_positive() -> None:
 
 
 @pytest.mark.parametrize(
-    ("retry", "count", "kept"), [(3, 0, True), (3, 2, False), (False, 0, False)]
+    ("retry", "retry_count", "kept"), [(3, None, True), (3, 2, False), (False, None, False)]
 )
 def test_failure_filing_keeps_the_lock_for_a_retry_and_releases_it_when_terminal(
     retry: int | bool, retry_count: int | None, kept: bool
