@@ -141,6 +141,7 @@ class Ticker:
             return 0
         now = await redis_now(self.redis)
         claims: list[tuple[Entry, float]] = []
+        seen: dict[str, float] = {}
         wake = now + MAX_SLEEP
         upcoming = self._next
         for entry in self.entries:
@@ -152,15 +153,18 @@ class Ticker:
                 continue
             due = slots_between(entry, self._seen[name], now, CATCH_UP_LIMIT)
             claims.extend((entry, slot) for slot in due)
-            if due:
-                self._seen[name] = due[-1]
-            upcoming[name] = next_slot(entry, self._seen[name])
-            wake = min(wake, upcoming[name])
-        self._now, self._wake = now, wake
+            seen[name] = due[-1] if due else self._seen[name]
+            wake = min(wake, next_slot(entry, seen[name]))
         # Every due slot in one round trip (each claim is still its own atomic
-        # step). A failed pipeline is not retried here: those slots count as
-        # seen, like a tick lost to an outage (the next one looks forward).
-        return await self._claim(claims, now)
+        # step). Only once it is answered do the slots count as seen: after a
+        # failed pipeline (an outage) the next tick claims them again.
+        pushed = await self._claim(claims, now)
+        for entry in self.entries:
+            if entry.name in seen:
+                self._seen[entry.name] = seen[entry.name]
+                upcoming[entry.name] = next_slot(entry, seen[entry.name])
+        self._now, self._wake = now, wake
+        return pushed
 
     def interval(self) -> float:
         """Seconds until the next slot of any entry, on Redis's clock as last read."""

@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from typing import Any
 
 import orjson
 import pytest
 from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
-from cogworker_async.periodic import cron
+from cogworker_async.periodic import cron, every
 from cogworker_async.periodic import ticker as ticker_module
 from cogworker_async.periodic.ticker import Ticker
+from cogworker_async.store.scripts import Script
 
 pytestmark = pytest.mark.anyio
 
@@ -72,3 +74,35 @@ async def test_ordinary_days_around_the_change_fire_daily(
         utc(2026, 10, 25, 0, 30),  # CEST, the fall-back day
         utc(2026, 10, 26, 1, 30),  # CET
     ]
+
+
+async def test_many_due_entries_are_claimed_in_one_pipeline_once(
+    redis: Redis, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    clock = [utc(2026, 6, 1, 12, 0) + 0.5]
+
+    async def fake_now(_redis: Redis) -> float:
+        return clock[0]
+
+    monkeypatch.setattr(ticker_module, "redis_now", fake_now)
+    calls: list[int] = []
+    real = Script.run_many
+
+    async def counted(self: Script, redis_: Redis, batch: Any) -> list[Any]:
+        calls.append(len(batch))
+        return await real(self, redis_, batch)
+
+    monkeypatch.setattr(Script, "run_many", counted)
+    entries = [every(60, "many.job", name=f"e{i}", overlap=i % 2 == 0) for i in range(30)]
+    log = logging.getLogger("test.many")
+    first, second = Ticker(redis, keys, entries, log), Ticker(redis, keys, entries, log)
+    await first.tick()
+    await second.tick()
+    clock[0] += 60
+    assert await first.tick() == 30
+    assert await second.tick() == 0  # every slot already claimed
+    assert calls == [30, 30]  # one round trip per tick, whatever the number due
+    queued = [orjson.loads(r) for r in await redis.lrange(keys.queue("default"), 0, -1)]  # type: ignore[misc]
+    assert sorted(j["periodic_pjid"] for j in queued) == sorted(f"e{i}" for i in range(30))
+    locked = sorted(j["periodic_pjid"] for j in queued if j.get("periodic_until_executed"))
+    assert locked == sorted(f"e{i}" for i in range(1, 30, 2))  # overlap=False: the odd ones
