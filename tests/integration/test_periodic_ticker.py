@@ -1,4 +1,4 @@
-"""DST in a named zone, through the real ticker and claim script on a fake clock:
+"""The ticker on a fake clock. DST in a named zone, through the real ticker and claim script on a fake clock:
 Europe/Berlin ``30 2 * * *`` fires exactly once on the fall-back day (at the first
 02:30, CEST) and once on the spring-forward day (at 03:00 CEST, the end of the gap),
 as cronsim (Debian cron's rules) says; two tickers on the same clock push each once."""
