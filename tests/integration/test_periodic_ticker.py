@@ -1,7 +1,8 @@
-"""The ticker on a fake clock. DST in a named zone, through the real ticker and claim script on a fake clock:
+"""The real ticker and claim script on a fake clock. DST in a named zone:
 Europe/Berlin ``30 2 * * *`` fires exactly once on the fall-back day (at the first
 02:30, CEST) and once on the spring-forward day (at 03:00 CEST, the end of the gap),
-as cronsim (Debian cron's rules) says; two tickers on the same clock push each once."""
+as cronsim (Debian cron's rules) says; two tickers on the same clock push each once.
+Many due entries: claimed in one pipeline per tick."""
 
 from __future__ import annotations
 
