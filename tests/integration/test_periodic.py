@@ -115,6 +115,12 @@ async def test_ten_processes_enqueue_each_slot_exactly_once(
     # No slot anywhere ran twice, and the last slot run is persisted.
     assert set(counted.values()) == {1}
     assert float(await redis.hget(keys.periodic("last"), "tick")) >= last  # type: ignore[misc, arg-type]
+    # Each slot's claim outlives its (finished) job by a day at least: a late
+    # tick of a slow process can never claim it again (arq #196).
+    digest = orjson.loads(await redis.hget(keys.periodic("entries"), "tick"))["hash"]  # type: ignore[misc, arg-type]
+    for slot in range(first, last + 1):
+        ttl = await redis.pttl(keys.periodic(f"claim:tick:{digest}:{slot}"))
+        assert ttl > 86_000_000, (slot, ttl)
 
 
 async def _run_stop_restart(
