@@ -119,7 +119,11 @@ async def _holders(redis: Redis, keys: Keys, names: list[str]) -> list[str | Non
 
 async def run_now(redis: Redis, keys: Keys, name: str) -> str | None:
     """Enqueue one run of entry ``name`` now (a fresh jid; no slot is claimed, so the
-    schedule goes on as before). Returns the jid, or None for an unknown name."""
+    schedule goes on as before). Returns the jid, or None for an unknown name.
+
+    For an overlap=False entry the run takes the running lock when it is free
+    (so no slot starts beside it); when a scheduled run holds it, this run
+    goes ahead anyway (the operator asked for it) and leaves that lock alone."""
     raw = await redis.hget(keys.periodic("entries"), name)
     if raw is None:
         return None
@@ -135,6 +139,9 @@ async def run_now(redis: Redis, keys: Keys, name: str) -> str | None:
         jid=jid,
         extra=entry.payload_fields(now),
     )
+    if not entry.overlap:
+        ttl = max(1, int(entry.queued_ttl * 1000))
+        await redis.set(keys.periodic_running(entry.name), jid, nx=True, px=ttl)
     await script("enqueue").run(
         redis,
         [keys.queue(entry.queue), keys.queues, keys.wakeup(entry.queue)],

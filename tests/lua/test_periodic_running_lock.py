@@ -14,6 +14,8 @@ from redis.asyncio import Redis
 
 from cogworker_async import api
 from cogworker_async.keys import Keys
+from cogworker_async.periodic import every
+from cogworker_async.periodic.ticker import publish
 from cogworker_async.store import commands
 from cogworker_async.store.commands import Ack, Filing
 from tests.lua.support import jid_of, make_job
@@ -246,3 +248,23 @@ async def test_operator_removal_leaves_another_runs_lock(redis: Redis, keys: Key
     await redis.zadd(keys.dead, {raw: 1.0})
     assert await api.delete_all(redis, keys, "dead") == 1
     assert await holder(redis, keys) == b"newer"
+
+
+async def test_run_now_of_an_overlap_false_entry_takes_a_free_lock(
+    redis: Redis, keys: Keys
+) -> None:
+    entry = every(60, "x.job", name="sync", overlap=False, queued_ttl=50)
+    await publish(redis, keys, [entry], 0.0)
+    jid = await api.run_periodic_now(redis, keys, "sync")
+    assert jid is not None
+    assert await holder(redis, keys) == jid.encode()
+    assert 0 < await redis.pttl(lock(keys)) <= 50_000
+    (queued,) = [orjson.loads(r) for r in await redis.lrange(keys.queue("default"), 0, -1)]  # type: ignore[misc]
+    assert (queued["jid"], queued["periodic_until_executed"]) == (jid, True)
+    # Held by that run: a second run-now goes ahead without touching it.
+    again = await api.run_periodic_now(redis, keys, "sync")
+    assert again not in (None, jid)
+    assert await holder(redis, keys) == jid.encode()
+    assert await api.run_periodic_now(redis, keys, "nope") is None
+    (info,) = await api.periodic_entries(redis, keys)
+    assert (info.name, info.overlap, info.running) == ("sync", False, jid)
