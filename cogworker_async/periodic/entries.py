@@ -41,6 +41,9 @@ class Entry:
     # requeued, a retry pending) and once it has started.
     queued_ttl: float = 3600.0
     active_ttl: float = 3600.0
+    # What ``job.options(...)`` set (retry, timeout, keep_result, status): carried
+    # in each run's payload, as an enqueue would.
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def schedule(self) -> str:
@@ -60,6 +63,8 @@ class Entry:
             "misfire": self.misfire,
             "grace": self.grace,
             "overlap": self.overlap,
+            # Only when set: entries without options keep the hash they had.
+            **({"options": dict(self.options)} if self.options else {}),
         }
 
     @property
@@ -69,8 +74,13 @@ class Entry:
         return hashlib.sha1(raw, usedforsecurity=False).hexdigest()[:12]
 
     def payload_fields(self, slot: float) -> dict[str, Any]:
-        """What a run's payload carries about its entry (SPEC §2's ``periodic_*`` fields)."""
-        fields: dict[str, Any] = {"periodic_pjid": self.name, "periodic_slot": slot}
+        """What a run's payload carries beside the job: its options, and SPEC §2's
+        ``periodic_*`` fields."""
+        fields: dict[str, Any] = {
+            **self.options,
+            "periodic_pjid": self.name,
+            "periodic_slot": slot,
+        }
         if not self.overlap:
             fields["periodic_until_executed"] = True
             fields["periodic_queued_ttl"] = self.queued_ttl
@@ -83,13 +93,19 @@ class Entry:
         return self.seconds if self.seconds is not None else 31 * 86400.0
 
 
-def _job_of(job: JobFunction[Any, Any] | BoundJob[Any, Any] | str) -> tuple[str, str | None]:
+def _job_of(
+    job: JobFunction[Any, Any] | BoundJob[Any, Any] | str,
+) -> tuple[str, str | None, dict[str, Any]]:
+    """The job's name, queue, and the options ``.options(...)`` set (None left out)."""
     if isinstance(job, BoundJob):
-        return job.name, job.options.queue
+        o = job.options
+        chosen = {"retry": o.retry, "timeout": o.timeout, "keep_result": o.keep_result}
+        chosen["status"] = o.status
+        return job.name, o.queue, {k: v for k, v in chosen.items() if v is not None}
     if isinstance(job, JobFunction):
-        return job.name, job.defaults.queue
+        return job.name, job.defaults.queue, {}
     if isinstance(job, str):
-        return job, None
+        return job, None, {}
     raise TypeError(f"expected a @job function, its .options(...) or a job name, got {job!r}")
 
 
@@ -116,7 +132,7 @@ def _entry(
         raise ValueError(
             f"queued_ttl and active_ttl must be > 0, got {queued_ttl!r}, {active_ttl!r}"
         )
-    job_name, job_queue = _job_of(job)
+    job_name, job_queue, options = _job_of(job)
     entry_name = name or job_name
     if not entry_name or ":" in entry_name:
         raise ValueError(f"a periodic entry needs a name without ':', got {entry_name!r}")
@@ -131,6 +147,7 @@ def _entry(
         overlap=overlap,
         queued_ttl=queued_ttl,
         active_ttl=active_ttl,
+        options=options,
         **schedule,
     )
 

@@ -58,6 +58,7 @@ def entry_of(definition: dict[str, Any]) -> Entry:
         overlap=definition.get("overlap", True) is not False,
         queued_ttl=float(definition.get("queued_ttl") or 3600.0),
         active_ttl=float(definition.get("active_ttl") or 3600.0),
+        options=dict(definition.get("options") or {}),
     )
 
 

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from cogworker_async import job as job_decorator
 from cogworker_async.keys import Keys
 from cogworker_async.periodic import every
 from cogworker_async.periodic.running import active_ttl, queued_ttl, running_lock
@@ -86,3 +87,18 @@ def test_failure_filing_keeps_the_lock_for_a_retry_and_releases_it_when_terminal
         assert filing.lock_ttl is None
     plain = settler.failure_filing(b"raw", job(), RuntimeError("boom"))
     assert (plain.lock, plain.lock_ttl) == ("", None)
+
+
+def test_options_of_a_bound_job_are_carried_and_hashed() -> None:
+
+    @job_decorator(name="opts.x", queue="q1")
+    async def x() -> None: ...
+
+    plain = every(60, x, name="n")
+    bound = every(60, x.options(retry=False, timeout=9), name="n")
+    assert plain.options == {}
+    assert "options" not in plain.definition()  # unchanged hash for entries without options
+    assert bound.payload_fields(60.0)["retry"] is False
+    assert bound.payload_fields(60.0)["timeout"] == 9
+    assert bound.queue == "q1"
+    assert bound.digest != plain.digest
