@@ -75,7 +75,7 @@ async def periodic_list(redis: Redis, keys: Keys) -> list[PeriodicInfo]:
     results = await redis.hgetall(keys.periodic("results"))
     result = {text(k): _loads(v) for k, v in results.items()}
     names = sorted(found)
-    locked = [n for n in names if found[n].get("overlap") is False]
+    locked = [n for n in names if isinstance(found[n], dict) and found[n].get("overlap") is False]
     holders = dict(zip(locked, await _holders(redis, keys, locked), strict=True))
     now = await redis_now(redis)
     out = []
