@@ -16,7 +16,7 @@ from cogworker_async import api
 from cogworker_async.keys import Keys
 from cogworker_async.periodic import every
 from cogworker_async.periodic.ticker import publish
-from cogworker_async.store import commands
+from cogworker_async.store import admin, commands
 from cogworker_async.store.commands import Ack, Filing
 from tests.lua.support import jid_of, make_job
 
@@ -268,3 +268,21 @@ async def test_run_now_of_an_overlap_false_entry_takes_a_free_lock(
     assert await api.run_periodic_now(redis, keys, "nope") is None
     (info,) = await api.periodic_entries(redis, keys)
     assert (info.name, info.overlap, info.running) == ("sync", False, jid)
+
+
+async def test_an_operator_kill_releases_the_lock(redis: Redis, keys: Keys) -> None:
+    raw = periodic_job()
+    await redis.set(lock(keys), jid_of(raw))
+    await redis.zadd(keys.retry, {raw: 1.0})
+    killed = await admin.kill_entry(
+        redis,
+        keys,
+        source=keys.retry,
+        entry=raw,
+        dead_entry=raw,
+        now=time.time(),
+        dead_max_jobs=100,
+        dead_timeout=3600,
+    )
+    assert killed
+    assert await holder(redis, keys) is None
