@@ -121,7 +121,7 @@ async def test_ack_releases_only_its_own_lock(redis: Redis, keys: Keys) -> None:
     raw, plain = periodic_job(), make_job()
     await redis.lpush(keys.in_progress(ME), raw, plain)
     await redis.set(lock(keys), jid_of(raw))
-    acks = [Ack(raw, jid_of(raw), lock(keys)), Ack(plain, jid_of(plain))]
+    acks = [Ack(raw, jid_of(raw), lock=lock(keys)), Ack(plain, jid_of(plain))]
     assert await commands.ack(redis, keys, identity=ME, acks=acks) == []
     assert await holder(redis, keys) is None
     assert await redis.llen(keys.in_progress(ME)) == 0  # type: ignore[misc]
@@ -129,7 +129,9 @@ async def test_ack_releases_only_its_own_lock(redis: Redis, keys: Keys) -> None:
     second = periodic_job()
     await redis.lpush(keys.in_progress(ME), second)
     await redis.set(lock(keys), "newer")
-    await commands.ack(redis, keys, identity=ME, acks=[Ack(second, jid_of(second), lock(keys))])
+    await commands.ack(
+        redis, keys, identity=ME, acks=[Ack(second, jid_of(second), lock=lock(keys))]
+    )
     assert await holder(redis, keys) == b"newer"
 
 
@@ -145,7 +147,7 @@ async def test_fetch_acks_release_with_the_fetch(redis: Redis, keys: Keys) -> No
         identity=ME,
         queues=["default"],
         want=5,
-        acks=[Ack(raw, jid_of(raw), lock(keys))],
+        acks=[Ack(raw, jid_of(raw), lock=lock(keys))],
         reliable=True,
     )
     assert result.jobs == [queued]  # the queue names still line up after the block
@@ -153,7 +155,7 @@ async def test_fetch_acks_release_with_the_fetch(redis: Redis, keys: Keys) -> No
 
 
 def filing(keys: Keys, raw: bytes, target: str | None, ttl: float | None) -> Filing:
-    return Filing(raw, jid_of(raw), target, time.time(), raw, lock(keys), ttl)
+    return Filing(raw, jid_of(raw), target, time.time(), raw, lock=lock(keys), lock_ttl=ttl)
 
 
 @pytest.mark.parametrize("where", ["dead", "discard", "retry"])
@@ -286,3 +288,14 @@ async def test_an_operator_kill_releases_the_lock(redis: Redis, keys: Keys) -> N
     )
     assert killed
     assert await holder(redis, keys) is None
+
+
+async def test_ack_with_the_metrics_history_on_still_releases(redis: Redis, keys: Keys) -> None:
+    raw = periodic_job()
+    await redis.lpush(keys.in_progress(ME), raw)
+    await redis.set(lock(keys), jid_of(raw))
+    now = time.time()
+    acks = [Ack(raw, jid_of(raw), run=("tests.job", now - 1, now), lock=lock(keys))]
+    assert await commands.ack(redis, keys, identity=ME, acks=acks) == []
+    assert await holder(redis, keys) is None
+    assert await redis.llen(keys.in_progress(ME)) == 0  # type: ignore[misc]
