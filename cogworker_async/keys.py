@@ -159,6 +159,14 @@ class Keys:
     def periodic(self, suffix: str) -> str:
         return f"{self.ns}:periodic:{suffix}"
 
+    def periodic_running(self, name: str) -> str:
+        """An overlap=False entry's running lock; value: the jid of the run holding it."""
+        return f"{self.ns}:periodic:running:{name}"
+
+    @property
+    def periodic_running_prefix(self) -> str:
+        return f"{self.ns}:periodic:running:"
+
     def status(self, jid: str) -> str:
         return f"{self.ns}:status:{jid}"
 

@@ -19,7 +19,9 @@
 -- ARGV[7] = the acks' history groups, ARGV[8] = their tags ("", "": history
 --   off; see includes/history.lua)
 -- ARGV[9] = number of acks a; ARGV[10..9+a] = the finished jobs, as fetched
--- ARGV[10+a..] = the queue names matching KEYS[5..]
+-- ARGV[10+a] = r, ARGV[11+a..10+a+2r] = the release block: (key, owner) pairs
+--   deleted if still so owned, with the acks (see release_owned)
+-- ARGV[11+a+2r..] = the queue names matching KEYS[5..]
 -- Returns {jobs taken (raw, in the order taken), positions of acks whose job
 -- was already gone, names of queues skipped because their key has the wrong type,
 -- sources: a queue name and how many of the jobs taken came from it, in the
@@ -36,6 +38,7 @@
 -- a plain one. Only a job whose third byte is "s" is looked at twice.
 --- @include ack_jobs
 --- @include history
+--- @include release_owned
 
 local missing, acked = ack_jobs(KEYS[1], ARGV[3], 10, ARGV[1] == "reliable")
 -- Only what this call removed: an ack resent after a lost reply counts once.
@@ -46,7 +49,7 @@ local reliable = ARGV[1] == "reliable"
 local wanted = tonumber(ARGV[2])
 local suspects_ok = ARGV[6] == "1"
 local counter_prefix = ARGV[3]
-local names_at = 10 + acked
+local names_at = 10 + acked + release_owned(10 + acked)
 local taken, broken, sources = {}, {}, {}
 local alone = false -- a suspect was taken: nothing else goes with it
 for i = 5, #KEYS do

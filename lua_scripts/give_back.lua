@@ -12,6 +12,8 @@
 -- ARGV[5+n .. 4+2n] = for each job, the queue it was fetched from, or "" when
 -- unknown (then the queue its payload names): a job goes back where it came
 -- from, whatever its payload says.
+-- ARGV[5+2n] = (optional) the periodic running-lock prefix: a job of an
+-- overlap=False entry re-takes its lock on the way back (see requeue_job)
 -- Returns {given, kept}: how many were put back, and the 1-based positions
 -- (among the n jobs) of jobs whose queue refused the write (a key of the
 -- wrong type): they stay on the list, still the caller's. The rest were no
@@ -26,7 +28,8 @@ local given, kept = 0, {}
 for i = 1, n do
   local job = ARGV[4 + i]
   if redis.call("LPOS", KEYS[1], job) then
-    if pcall(requeue_job, job, ARGV[1], ARGV[2], ARGV[3], ARGV[4 + n + i]) then
+    if pcall(requeue_job, job, ARGV[1], ARGV[2], ARGV[3], ARGV[4 + n + i],
+      ARGV[5 + 2 * n]) then
       redis.call("LREM", KEYS[1], 1, job)
       given = given + 1
     else

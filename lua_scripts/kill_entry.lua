@@ -8,12 +8,16 @@
 -- ARGV[3] = now (epoch seconds): the dead entry's score
 -- ARGV[4] = dead-set cap (entries), ARGV[5] = dead-set cutoff (epoch s): the
 --           dead set is trimmed as file.lua trims it
+-- ARGV[6] = (optional) the periodic running-lock prefix: the job of an
+--           overlap=False entry releases its running lock (owner-checked)
+--           as it dies
 -- Returns 1 when moved, 0 when the entry was already gone (moved, retried or
 -- deleted by someone else).
 --
 -- Why one script: added and removed apart, the job could be both dead and
 -- still due (and run by the poller while an operator retries it from dead);
 -- two operators killing it at once would each add a dead copy.
+--- @include running_lock
 
 if not redis.call("ZSCORE", KEYS[1], ARGV[1]) then
   return 0
@@ -22,4 +26,5 @@ redis.call("ZADD", KEYS[2], ARGV[3], ARGV[2])
 redis.call("ZREM", KEYS[1], ARGV[1])
 redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", "(" .. ARGV[5])
 redis.call("ZREMRANGEBYRANK", KEYS[2], 0, -(tonumber(ARGV[4]) + 1))
+release_for(ARGV[1], ARGV[6])
 return 1

@@ -9,7 +9,7 @@
 -- ARGV[1] = the claim's TTL (ms), ARGV[2] = the entry's name,
 -- ARGV[3] = the slot (epoch seconds), ARGV[4] = the queue's name,
 -- ARGV[5] = the job payload (JSON, with a jid derived from entry and slot),
--- ARGV[6] = the running lock's TTL (ms), or "" when the entry allows overlap,
+-- ARGV[6] = the running lock's queued TTL (ms), or "" when the entry allows overlap,
 -- ARGV[7] = the job's jid (the lock's value: only that run releases it)
 -- Returns 1 when this call claimed the slot and pushed the job, 0 when the
 -- slot was already claimed (by any process: nothing is pushed), or the

@@ -34,6 +34,10 @@
 --   for a job pushed onto a queue other than the one its payload names.)
 --   counter_prefix, counter_ttl, max_orphanings  (orphan counting)
 --   live_window     a queue stamped by a live process this recently is read
+--   lock_prefix, lock_ttl  (optional) the periodic running-lock prefix and
+--                   default queued TTL (ms): a requeued job of an
+--                   overlap=False entry re-takes its lock (requeue_job), a
+--                   finished one (d:) or one filed raw into dead releases it
 --   judge, judge_ttl  (recovering only) the identity of the process asking,
 --                   and the longest gap between its beats that still counts
 --                   as beating (heartbeat_ttl)
@@ -144,6 +148,7 @@ for _ = 1, redis.call("LLEN", KEYS[1]) do
     redis.call("LPOP", KEYS[1])
     local jid = jid_of(job)
     if jid then redis.pcall("DEL", cfg["counter_prefix"] .. jid) end
+    release_for(job, cfg["lock_prefix"])
   elseif keep[job] then
     kept[#kept + 1] = redis.call("LPOP", KEYS[1])
   else
@@ -167,7 +172,10 @@ for _ = 1, redis.call("LLEN", KEYS[1]) do
           if not parked then
             -- Parking list unusable: raw into dead, for the caller to complete.
             parked = type(redis.pcall("ZADD", KEYS[5], clock, job)) == "number"
-            if parked then buried[#buried + 1] = job end
+            if parked then
+              buried[#buried + 1] = job
+              release_for(job, cfg["lock_prefix"])
+            end
           end
         end
       end
@@ -179,7 +187,7 @@ for _ = 1, redis.call("LLEN", KEYS[1]) do
         payload = as_suspect(job)
       end
       written, queue = pcall(requeue_job, payload, cfg["queue_prefix"], cfg["wakeup_prefix"],
-        cfg["default_queue"], target[job] or sole_queue)
+        cfg["default_queue"], target[job] or sole_queue, cfg["lock_prefix"], cfg["lock_ttl"])
     end
     if written and queue then
       if not per_queue[queue] then

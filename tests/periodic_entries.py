@@ -4,7 +4,10 @@
 The entry's period and misfire policy come from the environment
 (TEST_PERIODIC_EVERY, TEST_PERIODIC_MISFIRE), so a test can restart the
 workers with a changed definition. Each run counts itself per slot in the hash
-``<ns>:test:periodic_runs`` (field ``<every>:<slot>``).
+``<ns>:test:periodic_runs`` (field ``<every>:<slot>``), and its start and end
+in the list ``<ns>:test:periodic_runs:spans`` ("start <slot> <jid>", "end <slot>",
+in the order they happened). TEST_PERIODIC_OVERLAP=0 makes the entry
+overlap=False, TEST_PERIODIC_SLEEP the run's length.
 """
 
 from __future__ import annotations
@@ -29,8 +32,10 @@ def runs_key() -> str:
 async def record(label: str) -> None:
     if "c" not in _client:
         _client["c"] = Redis.from_url(os.environ["COGWORKER_REDIS_URL"])
-    slot: Any = current_job().payload["periodic_slot"]
+    payload = current_job().payload
+    slot: Any = payload["periodic_slot"]
     client = _client["c"]
+    await client.rpush(f"{runs_key()}:spans", f"start {float(slot):.0f} {payload['jid']}")
     sleep = float(os.environ.get("TEST_PERIODIC_SLEEP", "0"))
     if sleep:
         # Overlap check: how many runs are inside this block at once (at most 1).
@@ -39,6 +44,7 @@ async def record(label: str) -> None:
         await asyncio.sleep(sleep)
         await client.decr(f"{runs_key()}:inside")
     await client.hincrby(runs_key(), f"{label}:{float(slot):.0f}", 1)
+    await client.rpush(f"{runs_key()}:spans", f"end {float(slot):.0f}")
 
 
 _every = float(os.environ.get("TEST_PERIODIC_EVERY", "1"))

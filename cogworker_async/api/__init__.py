@@ -14,7 +14,8 @@ the set, and two operators retrying it at once move it once.
 Layout: ``overview`` (queues, stats, pause/resume/clear), ``history`` (the
 metrics history per minute and per day), ``sets`` (the
 retry, dead and schedule sets), ``running`` (processes, what they run,
-signals), ``quarantine`` (keys the key guard moved aside); ``_common`` holds
+signals), ``quarantine`` (keys the key guard moved aside), ``periodic``
+(periodic entries: list, run now); ``_common`` holds
 the shared helpers. Import from here: the submodules are not the interface.
 """
 
@@ -40,6 +41,7 @@ from cogworker_async.api.overview import (
     resume,
     stats,
 )
+from cogworker_async.api.periodic import PeriodicInfo, periodic_entries, run_periodic_now
 from cogworker_async.api.quarantine import QuarantinedKey, quarantine_list
 from cogworker_async.api.running import (
     SIGNAL_TTL,
@@ -80,6 +82,7 @@ __all__ = [
     "JobMinute",
     "JobSummary",
     "MinutePoint",
+    "PeriodicInfo",
     "ProcessInfo",
     "QuarantinedKey",
     "QueueInfo",
@@ -95,6 +98,7 @@ __all__ = [
     "list_entries",
     "parse_entry",
     "pause",
+    "periodic_entries",
     "processes",
     "quarantine_list",
     "queue_names",
@@ -102,6 +106,7 @@ __all__ = [
     "resume",
     "retry_all",
     "retry_now",
+    "run_periodic_now",
     "send_signal",
     "set_key",
     "stats",

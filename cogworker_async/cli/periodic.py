@@ -1,4 +1,4 @@
-"""``cogworker-async periodic list|run-now``: thin, over ``periodic/view.py``."""
+"""``cogworker-async periodic list|run-now``: thin, over ``api.periodic``."""
 
 from __future__ import annotations
 
@@ -9,14 +9,21 @@ from typing import Annotated, Any
 
 import typer
 
+from cogworker_async import api
 from cogworker_async.cli.admin import JsonFlag, Namespace, RedisUrl, Runner
-from cogworker_async.periodic import view
 
 
 def _when(epoch: float | None) -> str:
     if epoch is None:
         return "-"
     return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(epoch)) + "Z"
+
+
+def _result(record: dict[str, Any] | None) -> str:
+    if not record:
+        return "-"
+    error = f" ({record['error']})" if record.get("error") else ""
+    return f"{record.get('result', '?')}{error}"
 
 
 def register(app: typer.Typer, *, run: Runner, fail: Callable[[str, int], typer.Exit]) -> None:
@@ -27,15 +34,17 @@ def register(app: typer.Typer, *, run: Runner, fail: Callable[[str, int], typer.
     def periodic_list(
         json_out: JsonFlag = False, redis_url: RedisUrl = None, namespace: Namespace = None
     ) -> None:
-        """Name, schedule, zone, next run and last run of each published entry."""
-        result = run(redis_url, namespace, view.periodic_list)
+        """Name, schedule, zone, next run, last run and last result of each published entry."""
+        result = run(redis_url, namespace, api.periodic_entries)
         if json_out:
             typer.echo(json.dumps([e.as_dict() for e in result], indent=2))
             return
         for e in result:
             typer.echo(
                 f"{e.name}\t{e.schedule}\t{e.tz}\tnext {_when(e.next_run)}"
-                f"\tlast {_when(e.last_run)}\t{e.job}@{e.queue}\tmisfire={e.misfire}"
+                f"\tlast {_when(e.last_run)}\tresult {_result(e.last_result)}"
+                f"\t{e.job}@{e.queue}\tmisfire={e.misfire}"
+                + ("" if e.overlap else f"\toverlap=False running={e.running or '-'}")
             )
         if not result:
             typer.echo("(none)")
@@ -49,7 +58,7 @@ def register(app: typer.Typer, *, run: Runner, fail: Callable[[str, int], typer.
         """Enqueue one run of entry NAME now (its schedule is unchanged)."""
 
         async def action(redis: Any, keys: Any) -> str | None:
-            return await view.run_now(redis, keys, name)
+            return await api.run_periodic_now(redis, keys, name)
 
         jid = run(redis_url, namespace, action)
         if jid is None:

@@ -37,7 +37,13 @@ class Entry:
     misfire: Misfire = "skip"
     grace: float | None = None  # run_once: the latest missed slot runs only if at most this old
     overlap: bool = True  # False: a slot is skipped while the previous run is queued or running
-    lock_ttl: float = 3600.0  # overlap=False: the running lock's TTL (queued, and while running)
+    # overlap=False: how long the running lock lasts while the run waits (queued,
+    # requeued, a retry pending) and once it has started.
+    queued_ttl: float = 3600.0
+    active_ttl: float = 3600.0
+    # What ``job.options(...)`` set (retry, timeout, keep_result, status): carried
+    # in each run's payload, as an enqueue would.
+    options: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def schedule(self) -> str:
@@ -57,6 +63,8 @@ class Entry:
             "misfire": self.misfire,
             "grace": self.grace,
             "overlap": self.overlap,
+            # Only when set: entries without options keep the hash they had.
+            **({"options": dict(self.options)} if self.options else {}),
         }
 
     @property
@@ -65,19 +73,39 @@ class Entry:
         raw = orjson.dumps(self.definition(), option=orjson.OPT_SORT_KEYS)
         return hashlib.sha1(raw, usedforsecurity=False).hexdigest()[:12]
 
+    def payload_fields(self, slot: float) -> dict[str, Any]:
+        """What a run's payload carries beside the job: its options, and SPEC §2's
+        ``periodic_*`` fields."""
+        fields: dict[str, Any] = {
+            **self.options,
+            "periodic_pjid": self.name,
+            "periodic_slot": slot,
+        }
+        if not self.overlap:
+            fields["periodic_until_executed"] = True
+            fields["periodic_queued_ttl"] = self.queued_ttl
+            fields["periodic_active_ttl"] = self.active_ttl
+        return fields
+
     @property
     def period(self) -> float:
         """A bound on the gap between two slots (for the claim key's TTL)."""
         return self.seconds if self.seconds is not None else 31 * 86400.0
 
 
-def _job_of(job: JobFunction[Any, Any] | BoundJob[Any, Any] | str) -> tuple[str, str | None]:
+def _job_of(
+    job: JobFunction[Any, Any] | BoundJob[Any, Any] | str,
+) -> tuple[str, str | None, dict[str, Any]]:
+    """The job's name, queue, and the options ``.options(...)`` set (None left out)."""
     if isinstance(job, BoundJob):
-        return job.name, job.options.queue
+        o = job.options
+        chosen = {"retry": o.retry, "timeout": o.timeout, "keep_result": o.keep_result}
+        chosen["status"] = o.status
+        return job.name, o.queue, {k: v for k, v in chosen.items() if v is not None}
     if isinstance(job, JobFunction):
-        return job.name, job.defaults.queue
+        return job.name, job.defaults.queue, {}
     if isinstance(job, str):
-        return job, None
+        return job, None, {}
     raise TypeError(f"expected a @job function, its .options(...) or a job name, got {job!r}")
 
 
@@ -91,7 +119,8 @@ def _entry(
     misfire: Misfire,
     grace: float | None,
     overlap: bool,
-    lock_ttl: float,
+    queued_ttl: float,
+    active_ttl: float,
     **schedule: Any,
 ) -> Entry:
     """What ``every`` and ``cron`` share: the checks, the job's name and queue, the Entry."""
@@ -99,7 +128,11 @@ def _entry(
         raise ValueError(f"misfire must be 'skip' or 'run_once', got {misfire!r}")
     if grace is not None and grace < 0:
         raise ValueError(f"grace must be >= 0, got {grace!r}")
-    job_name, job_queue = _job_of(job)
+    if not (queued_ttl > 0 and active_ttl > 0):
+        raise ValueError(
+            f"queued_ttl and active_ttl must be > 0, got {queued_ttl!r}, {active_ttl!r}"
+        )
+    job_name, job_queue, options = _job_of(job)
     entry_name = name or job_name
     if not entry_name or ":" in entry_name:
         raise ValueError(f"a periodic entry needs a name without ':', got {entry_name!r}")
@@ -112,7 +145,9 @@ def _entry(
         misfire=misfire,
         grace=grace,
         overlap=overlap,
-        lock_ttl=lock_ttl,
+        queued_ttl=queued_ttl,
+        active_ttl=active_ttl,
+        options=options,
         **schedule,
     )
 
@@ -128,7 +163,8 @@ def every(
     misfire: Misfire = "skip",
     grace: float | None = None,
     overlap: bool = True,
-    lock_ttl: float = 3600.0,
+    queued_ttl: float = 3600.0,
+    active_ttl: float = 3600.0,
 ) -> Entry:
     """Run ``job`` at every multiple of ``seconds`` since the Unix epoch (Redis's clock)."""
     if not seconds > 0:
@@ -142,7 +178,8 @@ def every(
         misfire=misfire,
         grace=grace,
         overlap=overlap,
-        lock_ttl=lock_ttl,
+        queued_ttl=queued_ttl,
+        active_ttl=active_ttl,
         seconds=float(seconds),
     )
 
@@ -159,7 +196,8 @@ def cron(
     misfire: Misfire = "skip",
     grace: float | None = None,
     overlap: bool = True,
-    lock_ttl: float = 3600.0,
+    queued_ttl: float = 3600.0,
+    active_ttl: float = 3600.0,
 ) -> Entry:
     """Run ``job`` at each time the cron ``expression`` matches in zone ``tz``
     (parsed by cronsim, which follows Debian cron's DST rules)."""
@@ -177,7 +215,8 @@ def cron(
         misfire=misfire,
         grace=grace,
         overlap=overlap,
-        lock_ttl=lock_ttl,
+        queued_ttl=queued_ttl,
+        active_ttl=active_ttl,
         expression=expression,
         tz=tz,
     )

@@ -3,8 +3,9 @@
 Each process keeps, per entry, the next slot it has not looked at yet. A tick
 reads Redis's clock (one clock for every process, whatever their own drift),
 claims each slot that has come (``periodic_claim.lua``: SET NX of the slot's
-claim key plus the push, one step) and sleeps until the next slot of any
-entry. Whoever claims first pushes the job; the others' claims return 0.
+claim key plus the push, one step; the claims of every entry due in one tick
+go in one pipeline) and sleeps until the next slot of any entry. Whoever
+claims first pushes the job; the others' claims return 0.
 
 A process only claims slots that came while it ran (its first slot is the
 first one after its start): a slot missed while no worker ran is not run,
@@ -27,7 +28,7 @@ from cogworker_async.keys import Keys
 from cogworker_async.periodic.entries import Entry
 from cogworker_async.periodic.timing import catch_up_slot, next_slot, slots_between
 from cogworker_async.store.replies import text
-from cogworker_async.store.scripts import script
+from cogworker_async.store.scripts import EncodableArg, script
 
 # The claim key outlives its slot by this many periods (at least a day): long
 # enough that no late tick of a slow process can claim the slot again.
@@ -62,7 +63,7 @@ def slot_payload(entry: Entry, slot: float, now: float, jid: str | None = None) 
         entry.queue,
         now=now,
         jid=jid or slot_jid(entry, slot),
-        extra={"periodic": entry.name, "periodic_slot": slot},
+        extra=entry.payload_fields(slot),
     )
     return payload.encode_job(job)
 
@@ -78,7 +79,14 @@ async def publish(redis: Redis, keys: Keys, entries: Sequence[Entry], now: float
     if entries:
         mapping: dict[str | bytes, bytes | str | float] = {
             e.name: orjson.dumps(
-                {**e.definition(), "hash": e.digest, "schedule": e.schedule, "published_at": now}
+                {
+                    **e.definition(),
+                    "hash": e.digest,
+                    "schedule": e.schedule,
+                    "published_at": now,
+                    "queued_ttl": e.queued_ttl,
+                    "active_ttl": e.active_ttl,
+                }
             )
             for e in entries
         }
@@ -120,7 +128,7 @@ class Ticker:
                     entry.name,
                     slot,
                 )
-                await self._claim(entry, slot, now)
+                await self._claim([(entry, slot)], now)
         self._next = {e.name: next_slot(e, now) for e in self.entries}
         self._now = now
         self._wake = min(self._next.values(), default=now + MAX_SLEEP)
@@ -132,7 +140,8 @@ class Ticker:
             await self.start()
             return 0
         now = await redis_now(self.redis)
-        pushed = 0
+        claims: list[tuple[Entry, float]] = []
+        seen: dict[str, float] = {}
         wake = now + MAX_SLEEP
         upcoming = self._next
         for entry in self.entries:
@@ -143,12 +152,17 @@ class Ticker:
                 wake = min(wake, upcoming[name])
                 continue
             due = slots_between(entry, self._seen[name], now, CATCH_UP_LIMIT)
-            for slot in due:
-                pushed += await self._claim(entry, slot, now)
-            if due:
-                self._seen[name] = due[-1]
-            upcoming[name] = next_slot(entry, self._seen[name])
-            wake = min(wake, upcoming[name])
+            claims.extend((entry, slot) for slot in due)
+            seen[name] = due[-1] if due else self._seen[name]
+            wake = min(wake, next_slot(entry, seen[name]))
+        # Every due slot in one round trip (each claim is still its own atomic
+        # step). Only once it is answered do the slots count as seen: after a
+        # failed pipeline (an outage) the next tick claims them again.
+        pushed = await self._claim(claims, now)
+        for entry in self.entries:
+            if entry.name in seen:
+                self._seen[entry.name] = seen[entry.name]
+                upcoming[entry.name] = next_slot(entry, seen[entry.name])
         self._now, self._wake = now, wake
         return pushed
 
@@ -156,31 +170,42 @@ class Ticker:
         """Seconds until the next slot of any entry, on Redis's clock as last read."""
         return max(0.0, min(MAX_SLEEP, self._wake - self._now)) + WAKE_AFTER
 
-    async def _claim(self, entry: Entry, slot: float, now: float) -> int:
+    async def _claim(self, claims: list[tuple[Entry, float]], now: float) -> int:
+        """Claim these (entry, slot) pairs in one pipeline; returns how many this process pushed."""
+        if not claims:
+            return 0
         keys = self.keys
-        ttl = max(CLAIM_MIN_TTL, CLAIM_PERIODS * entry.period)
-        jid = slot_jid(entry, slot)
-        claimed: Any = await script("periodic_claim").run(
-            self.redis,
-            [
-                keys.periodic(f"claim:{entry.name}:{entry.digest}:{slot_id(slot)}"),
-                keys.periodic("last"),
-                keys.queue(entry.queue),
-                keys.queues,
-                keys.wakeup(entry.queue),
-                keys.periodic(f"running:{entry.name}"),
-            ],
-            [
-                int(ttl * 1000),
-                entry.name,
-                slot_id(slot),
-                entry.queue,
-                slot_payload(entry, slot, now, jid),
-                "" if entry.overlap else int(entry.lock_ttl * 1000),
-                jid,
-            ],
-        )
-        if not isinstance(claimed, int):
+        calls: list[tuple[Sequence[str], Sequence[EncodableArg]]] = []
+        for entry, slot in claims:
+            ttl = max(CLAIM_MIN_TTL, CLAIM_PERIODS * entry.period)
+            jid = slot_jid(entry, slot)
+            calls.append(
+                (
+                    [
+                        keys.periodic(f"claim:{entry.name}:{entry.digest}:{slot_id(slot)}"),
+                        keys.periodic("last"),
+                        keys.queue(entry.queue),
+                        keys.queues,
+                        keys.wakeup(entry.queue),
+                        keys.periodic_running(entry.name),
+                    ],
+                    [
+                        int(ttl * 1000),
+                        entry.name,
+                        slot_id(slot),
+                        entry.queue,
+                        slot_payload(entry, slot, now, jid),
+                        "" if entry.overlap else max(1, int(entry.queued_ttl * 1000)),
+                        jid,
+                    ],
+                )
+            )
+        replies: list[Any] = await script("periodic_claim").run_many(self.redis, calls)
+        pushed = 0
+        for (entry, slot), claimed in zip(claims, replies, strict=True):
+            if isinstance(claimed, int):
+                pushed += claimed
+                continue
             # This process decided the slot, so the skip is logged once, here.
             self.log.warning(
                 "Periodic entry %s: slot %s skipped: the previous run (jid=%s) is still "
@@ -189,6 +214,5 @@ class Ticker:
                 slot_id(slot),
                 text(claimed),
             )
-            return 0
-        self.claimed += claimed
-        return claimed
+        self.claimed += pushed
+        return pushed

@@ -31,6 +31,12 @@ class PeriodicInfo:
     misfire: str
     next_run: float | None
     last_run: float | None
+    # The last run's outcome: {"jid", "slot", "result": "ok" | "failed, ...",
+    # "at", "error"?} (None: no run recorded yet).
+    last_result: dict[str, Any] | None = None
+    overlap: bool = True
+    # overlap=False: the jid holding the running lock (queued or running), if any.
+    running: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -49,6 +55,10 @@ def entry_of(definition: dict[str, Any]) -> Entry:
         tz=definition.get("tz") or "UTC",
         misfire=definition.get("misfire") or "skip",
         grace=definition.get("grace"),
+        overlap=definition.get("overlap", True) is not False,
+        queued_ttl=float(definition.get("queued_ttl") or 3600.0),
+        active_ttl=float(definition.get("active_ttl") or 3600.0),
+        options=dict(definition.get("options") or {}),
     )
 
 
@@ -62,9 +72,14 @@ async def periodic_list(redis: Redis, keys: Keys) -> list[PeriodicInfo]:
     found = await definitions(redis, keys)
     lasts = await redis.hgetall(keys.periodic("last"))
     last = {text(k): float(text(v)) for k, v in lasts.items()}
+    results = await redis.hgetall(keys.periodic("results"))
+    result = {text(k): _loads(v) for k, v in results.items()}
+    names = sorted(found)
+    locked = [n for n in names if isinstance(found[n], dict) and found[n].get("overlap") is False]
+    holders = dict(zip(locked, await _holders(redis, keys, locked), strict=True))
     now = await redis_now(redis)
     out = []
-    for name in sorted(found):
+    for name in names:
         d = found[name]
         try:
             upcoming: float | None = next_slot(entry_of(d), now)
@@ -80,14 +95,36 @@ async def periodic_list(redis: Redis, keys: Keys) -> list[PeriodicInfo]:
                 d.get("misfire") or "skip",
                 upcoming,
                 last.get(name),
+                result.get(name),
+                d.get("overlap") is not False,
+                holders.get(name),
             )
         )
     return out
 
 
+def _loads(raw: bytes | str) -> dict[str, Any] | None:
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+async def _holders(redis: Redis, keys: Keys, names: list[str]) -> list[str | None]:
+    if not names:
+        return []
+    raw = await redis.mget([keys.periodic_running(n) for n in names])
+    return [None if r is None else text(r) for r in raw]
+
+
 async def run_now(redis: Redis, keys: Keys, name: str) -> str | None:
     """Enqueue one run of entry ``name`` now (a fresh jid; no slot is claimed, so the
-    schedule goes on as before). Returns the jid, or None for an unknown name."""
+    schedule goes on as before). Returns the jid, or None for an unknown name.
+
+    For an overlap=False entry the run takes the running lock when it is free
+    (so no slot starts beside it); when a scheduled run holds it, this run
+    goes ahead anyway (the operator asked for it) and leaves that lock alone."""
     raw = await redis.hget(keys.periodic("entries"), name)
     if raw is None:
         return None
@@ -101,8 +138,11 @@ async def run_now(redis: Redis, keys: Keys, name: str) -> str | None:
         entry.queue,
         now=now,
         jid=jid,
-        extra={"periodic": entry.name, "periodic_slot": now},
+        extra=entry.payload_fields(now),
     )
+    if not entry.overlap:
+        ttl = max(1, int(entry.queued_ttl * 1000))
+        await redis.set(keys.periodic_running(entry.name), jid, nx=True, px=ttl)
     await script("enqueue").run(
         redis,
         [keys.queue(entry.queue), keys.queues, keys.wakeup(entry.queue)],

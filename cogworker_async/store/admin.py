@@ -37,7 +37,15 @@ async def kill_entry(
 
     The dead set is then trimmed to ``dead_max_jobs`` entries younger than
     ``dead_timeout``, as a failure filed there is. False when the entry was
-    already gone (someone else moved or deleted it).
+    already gone (someone else moved or deleted it). A job of an overlap=False
+    periodic entry releases its running lock in the same step.
     """
-    args: list[EncodableArg] = [entry, dead_entry, now, dead_max_jobs, now - dead_timeout]
+    args: list[EncodableArg] = [
+        entry,
+        dead_entry,
+        now,
+        dead_max_jobs,
+        now - dead_timeout,
+        keys.periodic_running_prefix,
+    ]
     return bool(await script("kill_entry").run(redis, [source, keys.dead], args))

@@ -19,6 +19,9 @@ from cogworker_async.store.scripts import EncodableArg, script
 
 DAY_STAT_TTL = history.DAY_TTL
 ORPHANINGS_TTL = 7 * 24 * 3600
+# A requeued job of an overlap=False periodic entry re-takes its running lock
+# for the queued TTL its payload names, or this long (ms) when it names none.
+RUNNING_LOCK_DEFAULT_TTL_MS = 3_600_000
 
 
 def today(now: float | None = None) -> str:
@@ -38,15 +41,19 @@ class Ack(NamedTuple):
     Only the raw bytes go to Redis (they are how the job is found on the
     in-progress list); the jid names the job in the worker's own logs.
     ``run``: its name, start and end for the metrics history (None: history off).
+    ``lock``: a key the job holds (an overlap=False periodic entry's running
+    lock, value = the jid), released with the ack, owner-checked; "" for none.
     """
 
     raw: bytes
     jid: str
     run: Run | None = None
+    lock: str = ""
 
 
 def _ack_args(keys: Keys, acks: Sequence[Ack]) -> list[EncodableArg]:
-    """The history groups and tags (both "" when no ack is counted), then the acks."""
+    """The history groups and tags (both "" when no ack is counted), the acks, then the
+    release block (``release_owned``): "0" unless a finished job holds a lock."""
     groups: bytes | str = ""
     tags: bytes | str = ""
     # The setting is per process, so a call's acks carry runs all or none: a
@@ -55,6 +62,10 @@ def _ack_args(keys: Keys, acks: Sequence[Ack]) -> list[EncodableArg]:
         groups, tags = history.pack([ack.run for ack in acks], keys.history_prefix)
     args: list[EncodableArg] = [groups, tags, len(acks)]
     args.extend(ack.raw for ack in acks)
+    locked = [ack for ack in acks if ack.lock]
+    args.append(len(locked))
+    for ack in locked:
+        args.extend((ack.lock, ack.jid))
     return args
 
 
@@ -134,6 +145,10 @@ class Filing:
     entry: bytes
     counted: str | None = None
     aborted: bool = False
+    # A job of an overlap=False periodic entry: its running lock, and how long
+    # the lock is kept while the retry waits (None: released, dead or discard).
+    lock: str = ""
+    lock_ttl: float | None = None
 
 
 async def file(
@@ -170,6 +185,9 @@ async def file(
         filing.counted or "",
         history.MINUTE_TTL,
     ]
+    if filing.lock:
+        ttl = "" if filing.lock_ttl is None else max(1, int(filing.lock_ttl * 1000))
+        args.extend((filing.lock, filing.jid, ttl))
     return bool(await script("file").run(redis, script_keys, args))
 
 
@@ -227,6 +245,8 @@ async def requeue(
         "live_window": live_window,
         "judge": judge,
         "judge_ttl": judge_ttl,
+        "lock_prefix": keys.periodic_running_prefix,
+        "lock_ttl": RUNNING_LOCK_DEFAULT_TTL_MS,
     }
     if sole_queue is not None and threshold is None:
         config["sole_queue"] = sole_queue
@@ -292,6 +312,7 @@ async def give_back(
         len(jobs),
         *jobs,
         *targets,
+        keys.periodic_running_prefix,
     ]
     given, kept = await script("give_back").run(redis, [keys.in_progress(identity)], args)
     return GiveBackResult(int(given), [jobs[i - 1] for i in kept])
@@ -342,7 +363,7 @@ async def bury_orphan(redis: Redis, keys: Keys, *, raw: bytes, jid: str, dead_en
         keys.stats_failed_on(today(now)),
         keys.orphanings(jid),
     ]
-    args: list[EncodableArg] = [raw, now, dead_entry, DAY_STAT_TTL]
+    args: list[EncodableArg] = [raw, now, dead_entry, DAY_STAT_TTL, keys.periodic_running_prefix]
     return bool(await script("bury_orphan").run(redis, script_keys, args))
 
 
@@ -401,4 +422,6 @@ async def file_unsettled(
         counted or "",
         history.MINUTE_TTL,
     ]
+    if target == keys.dead:
+        args.append(keys.periodic_running_prefix)  # a terminal failure releases its lock
     return bool(await script("file_unsettled").run(redis, script_keys, args))

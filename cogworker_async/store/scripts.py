@@ -79,6 +79,37 @@ class Script:
             # caches it again, so the next call is back to EVALSHA.
             return await redis.eval(self.text, len(keys), *keys, *args)
 
+    async def run_many(
+        self, redis: Redis, calls: Sequence[tuple[Sequence[str], Sequence[EncodableArg]]]
+    ) -> list[Any]:
+        """Several calls of this script in one pipeline (one round trip), replies in order.
+
+        A call refused with NOSCRIPT did not run: the script is loaded and those
+        calls are sent again. Any other error is raised (after the pipeline ran).
+        """
+        if not calls:
+            return []
+        replies = await self._pipeline(redis, calls)
+        if any(isinstance(r, NoScriptError) for r in replies):
+            await redis.script_load(self.text)
+            again = [i for i, r in enumerate(replies) if isinstance(r, NoScriptError)]
+            for i, reply in zip(
+                again, await self._pipeline(redis, [calls[i] for i in again]), strict=True
+            ):
+                replies[i] = reply
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return replies
+
+    async def _pipeline(
+        self, redis: Redis, calls: Sequence[tuple[Sequence[str], Sequence[EncodableArg]]]
+    ) -> list[Any]:
+        async with redis.pipeline(transaction=False) as pipe:
+            for keys, args in calls:
+                pipe.evalsha(self.sha, len(keys), *keys, *args)
+            return list(await pipe.execute(raise_on_error=False))
+
     def run_sync(
         self, redis: sync_redis.Redis, keys: Sequence[str], args: Sequence[EncodableArg] = ()
     ) -> Any:

@@ -17,7 +17,6 @@ from starlette.routing import BaseRoute, Route
 
 from cogworker_async import api
 from cogworker_async.api.sets import _enqueue, _matches, _scan
-from cogworker_async.periodic.view import run_now
 from cogworker_async.settings import check_queue_name
 from cogworker_async.store import admin
 from cogworker_async.web import reads
@@ -156,7 +155,7 @@ async def set_action(request: Request) -> Response:
 async def periodic_run(request: Request) -> Response:
     ui = ui_of(request)
     name = first(await form(request), "name")
-    jid = await run_now(redis_of(request), ui.keys, name)
+    jid = await api.run_periodic_now(redis_of(request), ui.keys, name)
     note = f"enqueued {name} now as {jid}" if jid else f"no periodic entry {name!r}"
     return back(request, "/periodic", note)
 

@@ -11,7 +11,6 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from cogworker_async import api
-from cogworker_async.periodic.view import periodic_list
 from cogworker_async.settings import check_queue_name
 from cogworker_async.web import reads
 from cogworker_async.web.app import redis_of, render, ui_of
@@ -159,7 +158,7 @@ async def periodic(request: Request) -> Response:
     ui = ui_of(request)
     problem = None
     try:
-        entries = await periodic_list(redis_of(request), ui.keys)
+        entries = await api.periodic_entries(redis_of(request), ui.keys)
     except (ValueError, KeyError, TypeError) as exc:  # a published definition we can't read
         entries, problem = [], f"periodic entries unreadable: {exc}"
     except ResponseError as exc:

@@ -20,6 +20,7 @@ from typing import Any
 from cogworker_async.jobs import JobRegistry
 from cogworker_async.keys import Keys
 from cogworker_async.middleware import ServerMiddleware
+from cogworker_async.periodic.running import PeriodicRuns
 from cogworker_async.settings import Settings
 from cogworker_async.worker.fetcher import Fetcher
 from cogworker_async.worker.heartbeat import Heartbeat
@@ -102,6 +103,7 @@ def build_parts(
         logger=logger,
         tracker=Tracker(redis, keys, settings, logger),
         history=settings.metrics_history,
+        periodic=PeriodicRuns(redis, keys, logger),
     )
     # What the fetcher may forget the source queue of: none of these.
     fetcher.ours = known_jobs

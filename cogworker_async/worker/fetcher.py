@@ -179,12 +179,13 @@ class Fetcher:
         self._kick.set()
         self._short.set()
 
-    def ack(self, raw: bytes, jid: str, run: Run | None = None) -> None:
+    def ack(self, raw: bytes, jid: str, run: Run | None = None, lock: str = "") -> None:
         """Acknowledge a finished job with the next call (batched); ``run``: what the
-        metrics history counts of it, in the same call."""
+        metrics history counts of it, in the same call; ``lock``: a key the job holds
+        (value: its jid), released in the same step."""
         if not self.reliable:
-            raw, jid = b"", ""  # basic mode: nothing to remove, only counted
-        self._acks.add(Ack(raw, jid, run))
+            raw, jid = b"", jid if lock else ""  # basic mode: nothing to remove, only counted
+        self._acks.add(Ack(raw, jid, run, lock))
         self._kick.set()
 
     @property

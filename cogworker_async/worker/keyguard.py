@@ -126,6 +126,9 @@ class KeyGuard:
             expected[key] = "list"
         expected[k.last_beat] = "hash"
         expected[k.beating_since] = "hash"
+        # Periodic: a wrong-typed last-slot hash would fail every claim (after its push).
+        for key in (k.periodic("entries"), k.periodic("last"), k.periodic("results")):
+            expected[key] = "hash"
         # SET NX on a key of another type fails quietly: recovery would never run.
         expected[k.recovery_lock] = "string"
         expected[k.stats_processed] = "integer"

@@ -35,6 +35,8 @@ from cogworker_async.context import set_current
 from cogworker_async.errors import JobTimeout, UnknownJob
 from cogworker_async.jobs import JobFunction, JobRegistry
 from cogworker_async.middleware import Next, ServerMiddleware, wrap_server_chain
+from cogworker_async.periodic.running import PJID, PeriodicRuns
+from cogworker_async.store.commands import Filing
 from cogworker_async.worker.aborting import (
     MARKED,
     NOT_ABORTED,
@@ -83,6 +85,7 @@ class Processors:
         alone_wait: float | None = None,
         tracker: Tracker | None = None,
         history: bool = False,
+        periodic: PeriodicRuns | None = None,
     ) -> None:
         self._fetcher = fetcher
         # The metrics history: each success's name, minute and run time go
@@ -95,6 +98,8 @@ class Processors:
         # Status and results: only jobs that ask pay for them (one flag check).
         self._tracker = tracker
         self._track_all = tracker is not None and tracker.all
+        # Periodic jobs (a payload with periodic_pjid): their running lock and result.
+        self._periodic = periodic
         self._log = logger
         self._debug = logger.isEnabledFor(logging.DEBUG)
         self.running: dict[int, RunningJob] = {}
@@ -184,7 +189,11 @@ class Processors:
             return
         started = time.time()
         self.running[slot] = running = RunningJob(raw, job, started)
+        lock = ""
         try:
+            # A plain job pays this lookup; a periodic one re-takes its running lock.
+            if PJID in job:
+                lock = await self._periodic_started(job)
             function = self._registry.get(job["class"])
             set_current(job)
             if self._debug:
@@ -234,15 +243,22 @@ class Processors:
                 await self._settler.file(filing)
                 if self._tracker is not None and self._tracked(job, function):
                     await self._tracker.failed(slot, job, function, exc, filing)
+                if self._periodic is not None and PJID in job:
+                    await self._periodic.record(job, _outcome(filing), type(exc).__name__)
         else:
             if running.aborted:  # a thread marked, or a handler that swallowed our cancel
                 ended_by_abort(running, self._tasks.get(slot), None)
                 await self._file_aborted(slot, running)
                 return
-            if self._history:
+            if lock:
+                run = (job["class"], started, time.time()) if self._history else None
+                self._fetcher.ack(raw, job["jid"], run, lock)  # the lock released with the ack
+            elif self._history:
                 self._fetcher.ack(raw, job["jid"], (job["class"], started, time.time()))
             else:
                 self._fetcher.ack(raw, job["jid"])
+            if self._periodic is not None and PJID in job:
+                await self._periodic.record(job, "ok")
             if self._debug:
                 self._log.debug(
                     "jid=%s %s done queue=%s in %.3f s",
@@ -289,6 +305,9 @@ class Processors:
             del self.running[slot]
             if not self.running:
                 self._quiet.set()
+
+    async def _periodic_started(self, job: dict[str, Any]) -> str:
+        return "" if self._periodic is None else await self._periodic.started(job)
 
     def _tracked(self, job: dict[str, Any], function: JobFunction[Any, Any] | None) -> bool:
         """Does this job keep a result or track its status? (The plain job's cost: this.)"""
@@ -373,6 +392,13 @@ class Processors:
             if scope.expired():
                 raise JobTimeout(f"ran past its timeout of {limit} s") from None
             raise
+
+
+def _outcome(filing: Filing) -> str:
+    """A failed periodic run's result, as ``periodic list`` shows it."""
+    if filing.target is None:
+        return "failed, discarded"
+    return "failed, dead" if filing.target.endswith(":dead") else "failed, will retry"
 
 
 def _into(box: list[Any], call: Callable[[], Any]) -> None:

@@ -30,6 +30,7 @@ from cogworker_async import payload
 from cogworker_async.errors import UnknownJob
 from cogworker_async.jobs import JobFunction, RetryDecision, RetryIn, RetryOption
 from cogworker_async.keys import Keys
+from cogworker_async.periodic.running import queued_ttl, running_lock
 from cogworker_async.settings import Settings
 from cogworker_async.store import aborts, commands
 from cogworker_async.store.commands import Filing
@@ -108,8 +109,16 @@ class Settler:
         """
         filing = self._failure_filing(raw, job, exc, function)
         if self._settings.metrics_history:
-            return replace(filing, counted=str(job.get("class", "")))
-        return filing
+            filing = replace(filing, counted=str(job.get("class", "")))
+        lock = running_lock(job, self._keys)
+        if not lock:
+            return filing
+        # An overlap=False entry's run: its lock goes with the filing, released
+        # when the failure is terminal, kept while a retry waits (and then queued).
+        ttl = None
+        if filing.target == self._keys.retry:
+            ttl = max(0.0, filing.score - time.time()) + queued_ttl(job)
+        return replace(filing, lock=lock, lock_ttl=ttl)
 
     def _failure_filing(
         self,

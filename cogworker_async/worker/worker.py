@@ -29,7 +29,6 @@ from cogworker_async.jobs import JobRegistry, JobSpec
 from cogworker_async.keys import Keys
 from cogworker_async.middleware import ServerMiddleware
 from cogworker_async.periodic.entries import Entry
-from cogworker_async.periodic.overlap import overlap_middleware
 from cogworker_async.periodic.ticker import Ticker
 from cogworker_async.settings import Settings
 from cogworker_async.store.connection import connect, discovered
@@ -301,9 +300,6 @@ class Worker:
         return beaten
 
     def _build(self, redis: Any, blocking: Any) -> None:
-        # overlap=False periodic entries: their running lock is kept by a middleware,
-        # added only then (the chain stays empty, and the fast path, otherwise).
-        guard = overlap_middleware(redis, self.keys, self.settings, self.periodic)
         parts = build_parts(
             redis,
             blocking,
@@ -311,7 +307,7 @@ class Worker:
             self.keys,
             identity=self.identity,
             registry=self.registry,
-            middleware=self.middleware if guard is None else [guard, *self.middleware],
+            middleware=self.middleware,
             logger=self.log,
             rng=self._rng,
             reliable=lambda: self._reliable,

@@ -179,6 +179,8 @@ async def _populate_correctly(redis: Redis, keys: Keys) -> None:
         await redis.rpush(lst, b'{"jid":"2"}')
     await redis.hset(keys.last_beat, ME, "1700000000.5")
     await redis.hset(keys.beating_since, ME, "1700000000.5")
+    for name in ("entries", "last", "results"):
+        await redis.hset(keys.periodic(name), "tick", "{}")
     await redis.set(keys.recovery_lock, "token", px=60_000)
     await redis.set(keys.stats_processed, "9223372036854775807")
     await redis.set(keys.stats_failed, "-12")

@@ -115,6 +115,12 @@ async def test_ten_processes_enqueue_each_slot_exactly_once(
     # No slot anywhere ran twice, and the last slot run is persisted.
     assert set(counted.values()) == {1}
     assert float(await redis.hget(keys.periodic("last"), "tick")) >= last  # type: ignore[misc, arg-type]
+    # Each slot's claim outlives its (finished) job by a day at least: a late
+    # tick of a slow process can never claim it again (arq #196).
+    digest = orjson.loads(await redis.hget(keys.periodic("entries"), "tick"))["hash"]  # type: ignore[misc, arg-type]
+    for slot in range(first, last + 1):
+        ttl = await redis.pttl(keys.periodic(f"claim:tick:{digest}:{slot}"))
+        assert ttl > 86_000_000, (slot, ttl)
 
 
 async def _run_stop_restart(
@@ -258,14 +264,20 @@ async def test_periodic_list_and_run_now_from_the_cli(
     assert (entry["name"], entry["schedule"], entry["tz"]) == ("tick", "every 1s", "UTC")
     assert entry["last_run"] == last
     assert entry["next_run"] > await redis_now(redis) - 1
+    # The last run's result, recorded by the worker that ran it.
+    assert entry["last_result"]["result"] == "ok"
+    assert entry["last_result"]["slot"] <= last
+    assert (entry["overlap"], entry["running"]) == (True, None)
+    plain = cli(settings, "periodic", "list")
+    assert "result ok" in plain.stdout
 
     done = cli(settings, "periodic", "run-now", "tick")
     assert done.returncode == 0, done.stderr
     jid = done.stdout.strip()
     queued = [orjson.loads(raw) for raw in await redis.lrange(keys.queue("default"), 0, -1)]  # type: ignore[misc]
-    assert [(j["jid"], j["class"], j["args"]) for j in queued if j["jid"] == jid] == [
-        (jid, "periodic.record", ["1"])
-    ]
+    assert [
+        (j["jid"], j["class"], j["args"], j["periodic_pjid"]) for j in queued if j["jid"] == jid
+    ] == [(jid, "periodic.record", ["1"], "tick")]
     unknown = cli(settings, "periodic", "run-now", "nope")
     assert unknown.returncode == 1
     assert "no periodic entry named 'nope'" in unknown.stderr + unknown.stdout

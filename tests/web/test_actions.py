@@ -172,6 +172,17 @@ def test_periodic_run_now(client: TestClient, sync_client: sync_redis.Redis, key
     (job,) = sync_client.lrange(keys.queue("cron"), 0, -1)
     assert orjson.loads(job)["class"] == "tests.nightly"
     assert "no periodic entry" in client.post("/periodic/run", data={"name": "x"}).text
+    # The last result each run records, and an overlap=False entry's lock holder.
+    result = {"jid": "j1", "slot": 60.0, "result": "failed, will retry", "error": "Boom", "at": 1.0}
+    sync_client.hset(keys.periodic("results"), "nightly", orjson.dumps(result))
+    locked = {**definition, "name": "sync", "overlap": False}
+    sync_client.hset(keys.periodic("entries"), "sync", orjson.dumps(locked))
+    sync_client.set(keys.periodic_running("sync"), "abc123")
+    page = client.get("/periodic").text
+    assert "failed, will retry" in page
+    assert "(Boom)" in page
+    assert "held by" in page
+    assert "abc123" in page
 
 
 ACTIONS: list[tuple[str, dict[str, str]]] = [
