@@ -194,6 +194,14 @@ class FaultProxy:
     async def _unlisten(self) -> None:
         server, self._server = self._server, None
         if server is not None:
+            # Stop accepting first and let the accepts already under way finish:
+            # Python 3.11 leaks a socket it accepted when the server closes
+            # before that connection's transport is made (Server._attach asserts).
+            loop = asyncio.get_running_loop()
+            for sock in server.sockets:
+                loop.remove_reader(sock.fileno())
+            for _ in range(5):
+                await asyncio.sleep(0)
             server.close()
             # Since 3.12 wait_closed() also waits for accepted connections, so they
             # must be cut before this is awaited.
@@ -224,22 +232,35 @@ class FaultProxy:
     async def _shutdown(self) -> None:
         self._refusing = True
         await self._unlisten()
+        # A connection the listener took just before it closed is made a few loop
+        # steps later (the loop's accept runs as a task of its own): let those steps
+        # run, so it is refused and closed here rather than leaked when the loop stops.
+        for _ in range(5):
+            await asyncio.sleep(0)
         await self._cut()
         current = asyncio.current_task()
         tasks = [task for task in self._tasks if task is not current]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for _ in range(5):  # abort() closes a socket one loop step later
+            await asyncio.sleep(0)
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self._track(asyncio.current_task())
+    def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # A plain function, called as the connection is made: the link is tracked
+        # (or refused) at once. A coroutine here would run as a task, and a task
+        # cancelled by close() before its first step would leak the socket.
         link = _Link(writer)
+        loop = asyncio.get_running_loop()
         if self._refusing:
             # Accepted in the instant before the listener closed: behave as refused.
             link.abort()
-            await link.wait_closed()
+            self._track(loop.create_task(link.wait_closed()))
             return
         self._links.add(link)
+        self._track(loop.create_task(self._connect(link, reader)))
+
+    async def _connect(self, link: _Link, reader: asyncio.StreamReader) -> None:
         try:
             up_reader, up_writer = await asyncio.open_connection(
                 self._upstream_host, self._upstream_port
@@ -249,6 +270,10 @@ class FaultProxy:
             self._links.discard(link)
             await link.wait_closed()
             return
+        except asyncio.CancelledError:
+            link.abort()
+            self._links.discard(link)
+            raise
         link.upstream = up_writer
         if link.closed:
             # cut() ran while the upstream connection was being opened.
@@ -256,7 +281,7 @@ class FaultProxy:
             await link.wait_closed()
             return
         loop = asyncio.get_running_loop()
-        for source, sink in ((reader, up_writer), (up_reader, writer)):
+        for source, sink in ((reader, up_writer), (up_reader, link.client)):
             self._track(loop.create_task(self._pump(link, source, sink)))
 
     def _track(self, task: asyncio.Task[Any] | None) -> None:

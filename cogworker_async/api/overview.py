@@ -45,6 +45,8 @@ class Stats:
     ``parked`` (waiting in repeat_orphans), ``process_died`` (buried as
     ProcessDied), ``duplicates_suspected`` (acks that found their job already
     requeued: it may have run twice)."""
+    aborted: int = 0
+    """Jobs aborted (removed before they ran, or cancelled while running)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -111,10 +113,11 @@ async def stats(redis: Redis, keys: Keys) -> Stats:
         pipe.zcard(keys.dead)
         pipe.smembers(keys.processes)
         pipe.llen(keys.repeat_orphans)
+        pipe.get(keys.stat("aborted"))
         for name in RECOVERY_COUNTERS:
             pipe.get(keys.stat(name))
         replies = await pipe.execute(raise_on_error=False)
-    processed, failed, scheduled, retry, dead, identities, parked, *counters = (
+    processed, failed, scheduled, retry, dead, identities, parked, aborted, *counters = (
         r if not isinstance(r, Exception) else None for r in replies
     )
     recovery = {name: _int(value) for name, value in zip(RECOVERY_COUNTERS, counters, strict=True)}
@@ -134,6 +137,7 @@ async def stats(redis: Redis, keys: Keys) -> Stats:
         dead=dead or 0,
         processes=live,
         recovery=recovery,
+        aborted=_int(aborted),
     )
 
 

@@ -257,15 +257,25 @@ def stats(
 
         cli_history.print_history(run_redis(settings, read), json_out=json_out)
         return
-    result = run_redis(settings, api.stats)
     if json_out:
-        typer.echo(json.dumps(result.as_dict(), indent=2))
+        # The counters, and with them the metrics history (per day; per minute
+        # and per job only where `metrics_history` wrote it).
+        async def read_all(redis: Redis, keys: Keys) -> dict[str, object]:
+            counters = (await api.stats(redis, keys)).as_dict()
+            counters["history"] = (
+                await api.history(redis, keys, minutes=minutes, days=days)
+            ).as_dict()
+            return counters
+
+        typer.echo(json.dumps(run_redis(settings, read_all), indent=2))
         return
+    result = run_redis(settings, api.stats)
     typer.echo(f"processed  {result.processed}")
     typer.echo(f"failed     {result.failed}")
     typer.echo(f"scheduled  {result.scheduled}")
     typer.echo(f"retry      {result.retry}")
     typer.echo(f"dead       {result.dead}")
+    typer.echo(f"aborted    {result.aborted}")
     typer.echo(f"processes  {result.processes}")
     typer.echo("recovery   " + "  ".join(f"{k} {v}" for k, v in result.recovery.items()))
     for q in result.queues:

@@ -67,6 +67,10 @@ def test_enqueue_then_stats_json(
     assert {q["name"]: q["size"] for q in data["queues"]} == {"mail": 1}
     assert set(data) >= {"processed", "failed", "retry", "dead", "processes", "queues"}
     assert data["queues"][0]["latency"] >= 0
+    assert data["aborted"] == 0
+    # The metrics history rides along: 30 days and 60 minutes by default.
+    assert len(data["history"]["days"]) == 30
+    assert len(data["history"]["minutes"]) == 60
 
 
 def test_pause_resume_and_queues(
