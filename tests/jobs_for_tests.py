@@ -54,8 +54,13 @@ return 0
 
 
 async def _record(tag: str = "") -> None:
+    entry = f"{current_job().jid}{tag}"
+    if os.environ["COGWORKER_REDIS_URL"].startswith("redis+cluster://"):
+        # The cluster client never resends (store.connection): a plain push.
+        await _redis().rpush(_runs_key(), entry)
+        return
     token = f"{os.environ['COGWORKER_NAMESPACE']}:test:token:{uuid.uuid4().hex}"
-    await _redis().eval(_PUSH_ONCE, 2, _runs_key(), token, f"{current_job().jid}{tag}")
+    await _redis().eval(_PUSH_ONCE, 2, _runs_key(), token, entry)
 
 
 @job(name="t.record")
