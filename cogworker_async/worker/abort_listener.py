@@ -25,6 +25,7 @@ from cogworker_async.store import aborts
 from cogworker_async.store.connection import connect
 from cogworker_async.store.faults import FailureLog, is_outage
 from cogworker_async.store.replies import text
+from cogworker_async.store.topology import CLUSTER_SCHEMES, scheme_of
 from cogworker_async.worker.processor import Processors
 from cogworker_async.worker.service import OUTAGE_RETRY
 
@@ -87,6 +88,11 @@ class AbortWatcher:
 
     async def listen(self) -> None:
         """Listen on the abort channel until cancelled; subscribe again after a failure."""
+        if scheme_of(self._settings.redis_url) in CLUSTER_SCHEMES:
+            # redis-py's cluster pub/sub leaves a node connection open on every
+            # close, and each subscription again would leak one more: on a
+            # cluster the tombstone check with each beat carries the aborts.
+            await anyio.sleep_forever()
         failures = FailureLog("Abort listener", self._log)
         wait = max(0.05, min(LISTEN_WAIT_MAX, self._settings.socket_timeout / 2))
         # After a refusal that is not an outage (an ACL without the channel), tried
