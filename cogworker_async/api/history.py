@@ -28,6 +28,7 @@ from cogworker_async.observability.history import (
 )
 from cogworker_async.store.commands import today
 from cogworker_async.store.faults import is_outage
+from cogworker_async.store.replies import count as _count
 
 MAX_MINUTES = MINUTE_TTL // 60
 MAX_DAYS = DAY_TTL // 86_400
@@ -106,15 +107,6 @@ class History:
 
 def _job(counts: JobCounts) -> JobMinute:
     return JobMinute(counts.runs, counts.failures, counts.run_us / 1e6, counts.histogram)
-
-
-def _count(value: object) -> int:
-    if isinstance(value, bytes | str):
-        try:
-            return int(value)
-        except ValueError:
-            return 0
-    return 0
 
 
 async def history(

@@ -26,6 +26,7 @@ from cogworker_async.observability.history import MinuteCounts, minute_of, parse
 from cogworker_async.settings import Settings
 from cogworker_async.store.connection import connect_sync
 from cogworker_async.store.faults import is_outage
+from cogworker_async.store.replies import count as _count
 
 log = logging.getLogger(__name__)
 
@@ -46,20 +47,6 @@ def sync_client(settings: Settings, timeout: float = SCRAPE_TIMEOUT) -> redis.Re
 
 def _text(value: bytes | str) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
-
-
-def _count(value: object) -> int:
-    """A reply as a count; an error or a corrupt value reads as 0, never a failed scrape."""
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, int):
-        return value
-    if isinstance(value, bytes | str):
-        try:
-            return int(value)
-        except ValueError:
-            return 0
-    return 0
 
 
 def _members(value: object) -> list[str]:

@@ -20,3 +20,18 @@ def loose_text(value: object) -> str:
 def raw(value: bytes | str) -> bytes:
     """A reply as bytes (a job payload exactly as stored)."""
     return value if isinstance(value, bytes) else value.encode()
+
+
+def count(value: object) -> int:
+    """A reply as a count; an error reply or a corrupt value reads as 0 (a counter is
+    best-effort: one bad value must not break a whole stats read or scrape)."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, bytes | str):
+        try:
+            return int(value)
+        except ValueError:
+            return 0
+    return 0
