@@ -37,11 +37,14 @@ _OUTAGE_PREFIXES = ("LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOW
 # "Error running script (call to f_<sha>): @user_script:26: WRONGTYPE ...".
 # Redis 7 and Valkey pass the command's own error through.
 _SCRIPT_WRAPPER = re.compile(r"^(?:ERR )?Error running script \(call to f_[0-9a-f]+\): @\w+:\d+: ")
+# redis-py prefixes an error raised out of a pipeline with the command it came from.
+_PIPELINE_WRAPPER = re.compile(r"^Command # \d+ \(.*?\) of pipeline caused error: ", re.DOTALL)
 
 
 def reply_text(exc: BaseException) -> str:
-    """The error reply as the command gave it, without Redis 6's script wrapper."""
-    return _SCRIPT_WRAPPER.sub("", str(exc), count=1)
+    """The error reply as the command gave it, without redis-py's pipeline prefix or
+    Redis 6's script wrapper."""
+    return _SCRIPT_WRAPPER.sub("", _PIPELINE_WRAPPER.sub("", str(exc), count=1), count=1)
 
 
 def is_outage(exc: BaseException) -> bool:

@@ -21,6 +21,7 @@ from cogworker_async.api.running import _busy_job, _slot_order
 from cogworker_async.api.sets import _glob_contains, _matches
 from cogworker_async.keys import Keys
 from cogworker_async.store.commands import _day_name
+from cogworker_async.store.faults import is_wrong_type
 from cogworker_async.store.replies import loose_text, text
 from cogworker_async.store.replies import raw as as_bytes
 
@@ -33,13 +34,9 @@ SCAN_COUNT = 500
 HISTORY_DAYS = 14
 
 
-def _wrong_type(exc: ResponseError) -> bool:
-    return "WRONGTYPE" in str(exc)
-
-
 async def _mistyped(redis: Redis, key: str, expected: str, reply: object) -> str:
     """What to show for a key that refused a read: its wrong type, or the error as is."""
-    if isinstance(reply, ResponseError) and not _wrong_type(reply):
+    if isinstance(reply, ResponseError) and not is_wrong_type(reply):
         raise reply
     return f"{key} holds a {text(await redis.type(key))}, not a {expected}"
 
@@ -96,7 +93,7 @@ async def search_set(
             if cursor == 0:
                 break
     except ResponseError as exc:
-        if not _wrong_type(exc):
+        if not is_wrong_type(exc):
             raise
         kind = text(await redis.type(key))
         return SetPage([], 0, problem=f"{key} holds a {kind}, not a sorted set")
@@ -125,7 +122,7 @@ async def find_entries(
                 key, score, score, withscores=True
             )
         except ResponseError as exc:
-            if not _wrong_type(exc):
+            if not is_wrong_type(exc):
                 raise
             return []
         for raw, at in rows:
@@ -241,7 +238,7 @@ async def busy_jobs(redis: Redis, keys: Keys, procs: list[api.ProcessInfo]) -> l
     jobs: list[api.BusyJob] = []
     for identity, reply in zip(live, replies, strict=True):
         if isinstance(reply, ResponseError):
-            if not _wrong_type(reply):
+            if not is_wrong_type(reply):
                 raise reply
             continue  # a wrong-typed workers hash: the key guard will move it aside
         for slot, record in reply.items():

@@ -12,6 +12,7 @@ from starlette.routing import BaseRoute, Route
 
 from cogworker_async import api
 from cogworker_async.settings import check_queue_name
+from cogworker_async.store.faults import is_wrong_type
 from cogworker_async.web import reads
 from cogworker_async.web.app import redis_of, render, ui_of
 from cogworker_async.web.charts import line_chart
@@ -162,7 +163,7 @@ async def periodic(request: Request) -> Response:
     except (ValueError, KeyError, TypeError) as exc:  # a published definition we can't read
         entries, problem = [], f"periodic entries unreadable: {exc}"
     except ResponseError as exc:
-        if not str(exc).startswith("WRONGTYPE"):
+        if not is_wrong_type(exc):
             raise
         entries, problem = [], str(exc)
     return render(request, "periodic.html", entries=entries, problem=problem, page="periodic")

@@ -32,6 +32,21 @@ OUTAGES: list[BaseException] = [
     ),
 ]
 
+
+def test_wrong_type_is_recognised_inside_a_pipeline_or_script_wrapper() -> None:
+    reply = "WRONGTYPE Operation against a key holding the wrong kind of value"
+    assert is_wrong_type(rexc.ResponseError(reply))
+    assert is_wrong_type(
+        rexc.ResponseError(
+            f"Command # 2 (HGETALL t:stats (odd) key) of pipeline caused error: {reply}"
+        )
+    )
+    assert is_wrong_type(
+        rexc.ResponseError(f"Error running script (call to f_0a1b): @user_script:3: {reply}")
+    )
+    assert not is_wrong_type(rexc.ResponseError("ERR no such key"))
+
+
 NOT_OUTAGES: list[BaseException] = [
     rexc.ResponseError("WRONGTYPE Operation against a key holding the wrong kind of value"),
     rexc.ResponseError("ERR unknown command 'BLMOVE'"),
