@@ -4,8 +4,12 @@
 -- KEYS[3] = stats:failed, KEYS[4] = stats:failed:<today>, KEYS[5] = its orphan counter
 -- ARGV[1] = the parked job (expected at the head), ARGV[2] = score (epoch s)
 -- ARGV[3] = its dead entry (with the ProcessDied error), ARGV[4] = per-day stat TTL
+-- ARGV[5], ARGV[6] (optional) = its unique-job lock key and jid: released,
+--   owner-checked, in the same step (a ProcessDied burial is terminal)
 -- Returns 1 when moved, 0 when the head is another job (someone else moved it).
 -- Head only (the caller walks the list in order): written before removed.
+
+--- @include release_unique
 
 if redis.call("LINDEX", KEYS[1], 0) ~= ARGV[1] then
   return 0
@@ -16,4 +20,7 @@ redis.pcall("INCR", KEYS[3])
 redis.pcall("INCR", KEYS[4])
 redis.pcall("EXPIRE", KEYS[4], tonumber(ARGV[4]))
 redis.pcall("DEL", KEYS[5])
+if ARGV[5] then
+  release_unique(ARGV[5], ARGV[6])
+end
 return 1

@@ -16,12 +16,16 @@
 -- ARGV[7] = per-day stat TTL (s)
 -- ARGV[8] = this minute's history hash ("" = history off), ARGV[9] = the job's
 --   name ("" = none: unparseable), ARGV[10] = the history hash's TTL (s)
+-- ARGV[11], ARGV[12] (optional) = a unique-job lock key and the jid that holds
+--   it, passed only for a terminal filing (dead or discard) of an
+--   `until_executed` job: released, owner-checked, in the same step
 -- Returns 1 when filed; 0 when the job was no longer on the list (recovery
 -- requeued it while it ran here: it will run again, so it is not filed).
 -- Written before removed: a script stopped halfway keeps the job somewhere.
 
 --- @include wake_poller
 --- @include history
+--- @include release_unique
 
 if not redis.call("LPOS", KEYS[1], ARGV[1]) then
   return 0
@@ -44,4 +48,7 @@ end
 redis.pcall("EXPIRE", KEYS[6], day_ttl)
 redis.pcall("EXPIRE", KEYS[7], day_ttl)
 count_failure(ARGV[8], ARGV[9], tonumber(ARGV[10]))
+if ARGV[11] then
+  release_unique(ARGV[11], ARGV[12])
+end
 return 1

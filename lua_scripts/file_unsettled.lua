@@ -7,8 +7,12 @@
 -- ARGV[1] = the record expected at the head, ARGV[2] = score, ARGV[3] = payload
 -- ARGV[4] = this minute's history hash ("" = history off), ARGV[5] = the job's
 --   name, ARGV[6] = the history hash's TTL (s) (see includes/history.lua)
+-- ARGV[7], ARGV[8] (optional) = a unique-job lock key and the jid holding it,
+--   for a record filed into dead: released, owner-checked, in the same step
 -- Returns 1 when filed, 0 when the head is another record (someone else filed it).
 --- @include history
+
+--- @include release_unique
 
 if redis.call("LINDEX", KEYS[1], 0) ~= ARGV[1] then
   return 0
@@ -19,4 +23,7 @@ redis.pcall("DEL", KEYS[3]) -- it ran to the end: its orphan count is moot
 redis.pcall("INCR", KEYS[4])
 redis.pcall("INCR", KEYS[5])
 count_failure(ARGV[4] or "", ARGV[5] or "", tonumber(ARGV[6]))
+if ARGV[7] then
+  release_unique(ARGV[7], ARGV[8])
+end
 return 1

@@ -20,6 +20,7 @@ from cogworker_async.api.running import processes
 from cogworker_async.keys import Keys
 from cogworker_async.settings import check_queue_name
 from cogworker_async.store.replies import text as _text
+from cogworker_async.unique.drop import drop_all
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,18 +210,17 @@ async def resume(redis: Redis, keys: Keys, queue: str, *, force: bool = False) -
 async def clear_queue(redis: Redis, keys: Keys, queue: str) -> int:
     """Remove every job waiting on ``queue``; returns how many were removed.
 
-    LLEN and the trim are one transaction, so the count is exactly what was
-    removed. A key of the wrong type is left alone (both commands refuse it).
+    Removed oldest first in atomic chunks up to the length seen first, each
+    releasing the unique locks of the jobs it removed; the count is exactly
+    what was removed. A key of the wrong type is left alone.
     The queue stays listed (and paused, if it was).
     """
     key = keys.queue(check_queue_name(queue))
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.llen(key)
-        pipe.ltrim(key, 1, 0)  # an empty range: the list is emptied (and so deleted)
-        size, _ = await pipe.execute(raise_on_error=False)
-    if isinstance(size, Exception):
-        if not _is_wrong_type(size):
-            raise size
+    try:
+        # With the unique locks the removed jobs hold (unique/drop.py).
+        return await drop_all(redis, key, kind="list")
+    except ResponseError as exc:
+        if not _is_wrong_type(exc):
+            raise
         await _warn_wrong_type(redis, key, "list", "nothing removed")
         return 0
-    return int(size)

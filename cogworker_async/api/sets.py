@@ -28,8 +28,9 @@ from cogworker_async.api._common import (
     log,
 )
 from cogworker_async.keys import Keys
-from cogworker_async.store import admin
+from cogworker_async.store import admin, commands
 from cogworker_async.store.replies import loose_text as _loose_text
+from cogworker_async.unique.drop import drop_all
 
 SetName = Literal["retry", "dead", "schedule"]
 SET_NAMES: tuple[SetName, ...] = ("retry", "dead", "schedule")
@@ -266,7 +267,8 @@ async def delete(redis: Redis, keys: Keys, which: SetName, jids: Iterable[str]) 
     entries = await _find_or_warn(redis, key, list(jids))
     if not entries:
         return 0
-    return int(await redis.zrem(key, *(e.raw for e in entries)))
+    # Removed with their unique locks released, in one step (drop_jobs.lua).
+    return await commands.drop_jobs(redis, key, entries=[e.raw for e in entries])
 
 
 async def delete_all(redis: Redis, keys: Keys, which: SetName) -> int:
@@ -274,7 +276,7 @@ async def delete_all(redis: Redis, keys: Keys, which: SetName) -> int:
     key = set_key(keys, which)
     try:
         # Unlike DEL, this refuses a key of another type: bad data stays for a human.
-        return int(await redis.zremrangebyrank(key, 0, -1))
+        return await drop_all(redis, key, kind="zset")
     except ResponseError as exc:
         if not _is_wrong_type(exc):
             raise

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from cogworker_async import payload
 from cogworker_async.jobs import BoundJob, JobArgs, JobFunction, JobOptions, payload_options
+from cogworker_async.store import commands
 from cogworker_async.store.scripts import EncodableArg, script
+from cogworker_async.unique.lock import unique_field
 
 if TYPE_CHECKING:
     from cogworker_async.client import Client
@@ -24,10 +26,29 @@ MANY_CHUNK = 10_000
 SCRIPT_ARGS = 1000  # payloads per script call (a bounded argument list)
 
 
+class EnqueuedMany(list[str]):
+    """What ``enqueue_many`` returns: the jids enqueued (a ``list``, as before), and
+    ``skipped``: for each unique job not enqueued because its lock was held, its
+    item's position in ``items`` (0-based) and the holder's jid."""
+
+    skipped: list[tuple[int, str]]
+
+    def __init__(self, jids: list[str], skipped: list[tuple[int, str]]) -> None:
+        super().__init__(jids)
+        self.skipped = skipped
+
+
+# One unique job waiting to be sent: its item's position, jid, lock, TTL, queue,
+# payload and due time.
+_Unique = tuple[int, str, str, float, str, bytes, float | None]
+
+
 class ManyBatch:
     """``enqueue_many``'s jobs being built: one chunk at a time, sent when full."""
 
     __slots__ = (
+        "_skipped_jids",
+        "added",
         "by_queue",
         "client",
         "due",
@@ -40,7 +61,9 @@ class ManyBatch:
         "pending",
         "scheduled",
         "sent",
+        "skipped",
         "target",
+        "unique",
     )
 
     def __init__(
@@ -68,6 +91,10 @@ class ManyBatch:
         self.scheduled: list[EncodableArg] = []  # score, payload, score, payload, ...
         self.pending = 0  # jobs built, not yet sent
         self.sent = 0
+        self.added = 0  # items seen (a unique duplicate is named by its position)
+        self.unique: list[_Unique] = []  # each its own enqueue_unique call
+        self.skipped: list[tuple[int, str]] = []
+        self._skipped_jids: set[str] = set()
 
     async def add(self, item: Any) -> None:
         # A tuple first: isinstance against the Mapping ABC is slow.
@@ -95,8 +122,27 @@ class ManyBatch:
                 extra=self.extra,
             )
             due = self.due
+            if self.options.unique is not None:
+                job["unique"] = unique_field(
+                    self.client.keys,
+                    name=self.name,
+                    args=args,
+                    kwargs=kwargs,
+                    queue=job["queue"],
+                    mode=self.options.unique,
+                    unique_for=self.options.unique_for,
+                    unique_key=self.options.unique_key,
+                )
+        position = self.added
+        self.added += 1
         one = payload.encode_job(job)
-        if due is not None:
+        lock = job.get("unique")
+        if lock is not None:
+            jid = str(job["jid"])
+            self.unique.append(
+                (position, jid, lock["key"], float(lock["for"]), job["queue"], one, due)
+            )
+        elif due is not None:
             self.scheduled.append(due)
             self.scheduled.append(one)
         else:
@@ -110,14 +156,25 @@ class ManyBatch:
         if not self.pending:
             return
         by_queue, scheduled, count = self.by_queue, self.scheduled, self.pending
+        unique, self.unique = self.unique, []
         self.by_queue, self.scheduled, self.pending = defaultdict(list), [], 0
-        await self._send_chunk(by_queue, scheduled)
+        await self._send_chunk(by_queue, scheduled, unique)
         self.sent += count
 
+    def result(self) -> EnqueuedMany:
+        if not self.skipped:
+            return EnqueuedMany(self.jids, [])
+        kept = [jid for jid in self.jids if jid not in self._skipped_jids]
+        return EnqueuedMany(kept, list(self.skipped))
+
     async def _send_chunk(
-        self, by_queue: dict[str, list[bytes]], scheduled: list[EncodableArg]
+        self,
+        by_queue: dict[str, list[bytes]],
+        scheduled: list[EncodableArg],
+        unique: list[_Unique],
     ) -> None:
-        """One pipeline for one chunk."""
+        """One pipeline for one chunk (unique jobs: one script call each, in order,
+        so two items under one key leave the second skipped)."""
         client = self.client
         keys = client.keys
         enqueue = script("enqueue")
@@ -138,4 +195,18 @@ class ManyBatch:
                 for start in range(0, len(scheduled), 2 * SCRIPT_ARGS):
                     pairs = scheduled[start : start + 2 * SCRIPT_ARGS]
                     pipe.evalsha(schedule.sha, 2, *schedule_keys, *pairs)
-            await pipe.execute()
+            if unique:
+                locked = script("enqueue_unique")
+                pipe.script_load(locked.text)
+                for _, jid, lock, ttl, queue, one, due in unique:
+                    lock_keys, lock_args = commands.enqueue_unique_args(
+                        keys, lock=lock, jid=jid, ttl=ttl, queue=queue, job=one, due=due
+                    )
+                    pipe.evalsha(locked.sha, len(lock_keys), *lock_keys, *lock_args)
+            replies = await pipe.execute()
+        if unique:
+            for item, reply in zip(unique, replies[-len(unique) :], strict=True):
+                done = commands.unique_enqueue_reply(reply)
+                if not done.enqueued:
+                    self.skipped.append((item[0], done.holder))
+                    self._skipped_jids.add(item[1])

@@ -131,6 +131,8 @@ class Filing:
     score: float
     entry: bytes
     counted: str | None = None
+    # A unique lock released in the filing's own step (terminal filings only).
+    release: tuple[str, str] | None = None
 
 
 async def file(
@@ -167,6 +169,8 @@ async def file(
         filing.counted or "",
         history.MINUTE_TTL,
     ]
+    if filing.release is not None:
+        args.extend(filing.release)
     return bool(await script("file").run(redis, script_keys, args))
 
 
@@ -329,8 +333,17 @@ async def bury(redis: Redis, keys: Keys, *, source: str, entry: bytes, dead_entr
     )
 
 
-async def bury_orphan(redis: Redis, keys: Keys, *, raw: bytes, jid: str, dead_entry: bytes) -> bool:
-    """Move the head of repeat_orphans into dead with its ProcessDied entry."""
+async def bury_orphan(
+    redis: Redis,
+    keys: Keys,
+    *,
+    raw: bytes,
+    jid: str,
+    dead_entry: bytes,
+    release: tuple[str, str] | None = None,
+) -> bool:
+    """Move the head of repeat_orphans into dead with its ProcessDied entry (and
+    release its unique lock, owner-checked, in the same step)."""
     now = time.time()
     script_keys = [
         keys.repeat_orphans,
@@ -340,14 +353,25 @@ async def bury_orphan(redis: Redis, keys: Keys, *, raw: bytes, jid: str, dead_en
         keys.orphanings(jid),
     ]
     args: list[EncodableArg] = [raw, now, dead_entry, DAY_STAT_TTL]
+    if release is not None:
+        args.extend(release)
     return bool(await script("bury_orphan").run(redis, script_keys, args))
 
 
 async def swap_dead_entry(
-    redis: Redis, keys: Keys, *, old: bytes, new: bytes, score: float
+    redis: Redis,
+    keys: Keys,
+    *,
+    old: bytes,
+    new: bytes,
+    score: float,
+    release: tuple[str, str] | None = None,
 ) -> bool:
     """Replace a dead entry atomically; False when it was already gone."""
-    return bool(await script("swap_dead_entry").run(redis, [keys.dead], [old, score, new]))
+    args: list[EncodableArg] = [old, score, new]
+    if release is not None:
+        args.extend(release)
+    return bool(await script("swap_dead_entry").run(redis, [keys.dead], args))
 
 
 async def release_lock(redis: Redis, key: str, token: str) -> bool:
@@ -357,9 +381,15 @@ async def release_lock(redis: Redis, key: str, token: str) -> bool:
 def unsettled_record(filing: Filing, keys: Keys) -> bytes:
     """The JSON record a stopping process hands over for a filing it couldn't make."""
     which = "dead" if filing.target == keys.dead else "retry"
-    return orjson.dumps(
-        {"set": which, "score": filing.score, "payload": filing.entry.decode(), "jid": filing.jid}
-    )
+    record: dict[str, Any] = {
+        "set": which,
+        "score": filing.score,
+        "payload": filing.entry.decode(),
+        "jid": filing.jid,
+    }
+    if filing.release is not None:
+        record["release"] = list(filing.release)
+    return orjson.dumps(record)
 
 
 async def park_unsettled(redis: Redis, keys: Keys, *, identity: str, filing: Filing) -> bool:
@@ -379,6 +409,7 @@ async def file_unsettled(
     score: float,
     entry: bytes,
     counted: str | None = None,
+    release: tuple[str, str] | None = None,
 ) -> bool:
     """File the head record of the unsettled list; False when someone else did.
 
@@ -398,4 +429,91 @@ async def file_unsettled(
         counted or "",
         history.MINUTE_TTL,
     ]
+    if release is not None:
+        args.extend(release)
     return bool(await script("file_unsettled").run(redis, script_keys, args))
+
+
+@dataclass(frozen=True, slots=True)
+class UniqueEnqueue:
+    """What ``enqueue_unique`` did: enqueued, or not because ``holder`` holds the lock."""
+
+    enqueued: bool
+    holder: str
+
+
+def enqueue_unique_args(
+    keys: Keys, *, lock: str, jid: str, ttl: float, queue: str, job: bytes, due: float | None
+) -> tuple[list[str], list[EncodableArg]]:
+    """KEYS and ARGV of one ``enqueue_unique.lua`` call (a pipeline builds them too)."""
+    script_keys = [
+        lock,
+        keys.queue(queue),
+        keys.queues,
+        keys.wakeup(queue),
+        keys.schedule,
+        keys.schedule_wakeup,
+    ]
+    args: list[EncodableArg] = [
+        jid,
+        max(1, int(ttl * 1000)),
+        queue,
+        job,
+        "" if due is None else due,
+    ]
+    return script_keys, args
+
+
+def unique_enqueue_reply(reply: Any) -> UniqueEnqueue:
+    return UniqueEnqueue(bool(int(reply[0])), text(reply[1]) if reply[1] is not None else "")
+
+
+async def enqueue_unique(
+    redis: Redis,
+    keys: Keys,
+    *,
+    lock: str,
+    jid: str,
+    ttl: float,
+    queue: str,
+    job: bytes,
+    due: float | None,
+) -> UniqueEnqueue:
+    """Take the lock and push (or schedule, ``due``) the job in one step."""
+    script_keys, args = enqueue_unique_args(
+        keys, lock=lock, jid=jid, ttl=ttl, queue=queue, job=job, due=due
+    )
+    return unique_enqueue_reply(await script("enqueue_unique").run(redis, script_keys, args))
+
+
+async def drop_jobs(
+    redis: Redis, key: str, *, entries: Sequence[bytes] = (), pop: int = 0, kind: str = "zset"
+) -> int:
+    """Remove jobs an operator deletes and release their unique locks in the same step.
+
+    ``entries``: these exact sorted-set entries; else ``pop`` of them (a sorted
+    set's lowest scores, or a list's oldest: ``kind="list"``).
+    """
+    if entries:
+        args: list[EncodableArg] = ["zrem", *entries]
+    else:
+        args = ["rpop" if kind == "list" else "zpop", pop]
+    return int(await script("drop_jobs").run(redis, [key], args))
+
+
+async def delete_orphan_lock(redis: Redis, keys: Keys, *, lock: str, holder: str) -> bool:
+    """Delete ``lock`` if ``holder`` still holds it and its job is nowhere (one step)."""
+    args: list[EncodableArg] = [
+        holder,
+        keys.queues,
+        keys.queue_prefix,
+        keys.in_progress_identities,
+        keys.in_progress_prefix,
+        keys.processes,
+        keys.workers(""),
+        keys.schedule,
+        keys.retry,
+        keys.unsettled,
+        keys.repeat_orphans,
+    ]
+    return bool(await script("delete_orphan_lock").run(redis, [lock], args))

@@ -21,6 +21,7 @@ from cogworker_async.jobs import JobRegistry
 from cogworker_async.keys import Keys
 from cogworker_async.middleware import ServerMiddleware
 from cogworker_async.settings import Settings
+from cogworker_async.unique.releases import DeferredReleases
 from cogworker_async.worker.fetcher import Fetcher
 from cogworker_async.worker.heartbeat import Heartbeat
 from cogworker_async.worker.keyguard import KeyGuard
@@ -36,6 +37,7 @@ class Parts:
     fetcher: Fetcher
     processors: Processors
     heartbeat: Heartbeat
+    releases: DeferredReleases
 
 
 def build_parts(
@@ -92,6 +94,9 @@ def build_parts(
         prefetch=settings.effective_prefetch,
         on_wrong_type=key_guard.request_check,
     )
+    # Unique locks whose release failed: retried by a duty, handed over at shutdown.
+    releases = DeferredReleases(redis, keys, logger)
+    settler.releases = releases
     processors = Processors(
         fetcher,
         settler,
@@ -102,6 +107,7 @@ def build_parts(
         logger=logger,
         tracker=Tracker(redis, keys, settings, logger),
         history=settings.metrics_history,
+        releases=releases,
     )
     # What the fetcher may forget the source queue of: none of these.
     fetcher.ours = known_jobs
@@ -127,4 +133,4 @@ def build_parts(
         on_wrong_type=deliver_wrong_type,
         jobs=registry.names,
     )
-    return Parts(key_guard, settler, fetcher, processors, heartbeat)
+    return Parts(key_guard, settler, fetcher, processors, heartbeat, releases)

@@ -29,6 +29,7 @@ from cogworker_async.context import set_current
 from cogworker_async.errors import JobTimeout, UnknownJob
 from cogworker_async.jobs import JobFunction, JobRegistry
 from cogworker_async.middleware import Next, ServerMiddleware, wrap_server_chain
+from cogworker_async.unique import DeferredReleases, release_of
 from cogworker_async.worker.fetcher import Fetcher
 from cogworker_async.worker.settlement import Settler
 from cogworker_async.worker.suspects import SUSPECT_PREFIX, Suspects
@@ -63,6 +64,7 @@ class Processors:
         alone_wait: float | None = None,
         tracker: Tracker | None = None,
         history: bool = False,
+        releases: DeferredReleases | None = None,
     ) -> None:
         self._fetcher = fetcher
         # The metrics history: each success's name, minute and run time go
@@ -75,6 +77,7 @@ class Processors:
         # Status and results: only jobs that ask pay for them (one flag check).
         self._tracker = tracker
         self._track_all = tracker is not None and tracker.all
+        self._releases = releases
         self._log = logger
         self._debug = logger.isEnabledFor(logging.DEBUG)
         self.running: dict[int, RunningJob] = {}
@@ -159,7 +162,9 @@ class Processors:
             if self._debug:
                 self._log.debug("jid=%s %s start queue=%s", job["jid"], job["class"], job["queue"])
             # Inlined _tracked(): a plain job pays these flag checks, not a call.
-            if (
+            if "unique" in job:
+                await self._run_unique(slot, raw, job, function, started)
+            elif (
                 self._track_all
                 or "status" in job
                 or "keep_result" in job
@@ -225,6 +230,32 @@ class Processors:
             or "keep_result" in job
             or (function is not None and function.tracks)
         )
+
+    async def _run_unique(
+        self,
+        slot: int,
+        raw: bytes,
+        job: dict[str, Any],
+        function: JobFunction[Any, Any] | None,
+        started: float,
+    ) -> None:
+        """A unique job: ``until_executing`` releases its lock as its run starts,
+        ``until_executed`` once it succeeded (a failure releases it in the filing's
+        own step when terminal). Owner-checked; a failed release is deferred."""
+        releases = self._releases
+        if releases is not None:
+            at_start = release_of(job, terminal=False)
+            if at_start is not None:
+                await releases.release(at_start)
+        if self._tracked(job, function):
+            await self._run_tracked(slot, raw, job, function, started)
+        else:
+            await self._run(raw, job, function)
+        if releases is not None:
+            at_end = release_of(job, terminal=True)
+            if at_end is not None:
+                with anyio.CancelScope(shield=True):  # it ran: the lock must go
+                    await releases.release(at_end)
 
     async def _run_tracked(
         self,
