@@ -14,7 +14,8 @@ the set, and two operators retrying it at once move it once.
 Layout: ``overview`` (queues, stats, pause/resume/clear), ``history`` (the
 metrics history per minute and per day), ``sets`` (the
 retry, dead and schedule sets), ``running`` (processes, what they run,
-signals), ``quarantine`` (keys the key guard moved aside); ``_common`` holds
+signals), ``quarantine`` (keys the key guard moved aside), ``locks``
+(unique-job locks: list, delete, delete the orphaned); ``_common`` holds
 the shared helpers. Import from here: the submodules are not the interface.
 """
 
@@ -28,6 +29,7 @@ from cogworker_async.api.history import (
     MinutePoint,
     history,
 )
+from cogworker_async.api.locks import LockInfo, delete_lock, delete_orphaned, list_locks
 from cogworker_async.api.overview import (
     RECOVERY_COUNTERS,
     QueueInfo,
@@ -79,6 +81,7 @@ __all__ = [
     "History",
     "JobMinute",
     "JobSummary",
+    "LockInfo",
     "MinutePoint",
     "ProcessInfo",
     "QuarantinedKey",
@@ -90,9 +93,12 @@ __all__ = [
     "clear_queue",
     "delete",
     "delete_all",
+    "delete_lock",
+    "delete_orphaned",
     "digest",
     "history",
     "list_entries",
+    "list_locks",
     "parse_entry",
     "pause",
     "processes",

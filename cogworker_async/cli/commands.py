@@ -29,6 +29,7 @@ from redis.asyncio import Redis
 from cogworker_async import api
 from cogworker_async.cli import admin as cli_admin
 from cogworker_async.cli import history as cli_history
+from cogworker_async.cli import locks as locks_cli
 from cogworker_async.cli import periodic as periodic_cli
 from cogworker_async.cli import web as cli_web
 from cogworker_async.cli import worker as cli_worker
@@ -335,6 +336,7 @@ def _run_admin(
 cli_admin.register(app, run=_run_admin, fail=fail)
 periodic_cli.register(app, run=_run_admin, fail=fail)
 cli_web.register(app, build_settings=build_settings, fail=fail)
+locks_cli.register(app, run=_run_admin, fail=fail)
 
 
 def _version(value: bool) -> None:
