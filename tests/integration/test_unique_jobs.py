@@ -68,14 +68,20 @@ def key_of(keys: Keys, name: str, *args: object, queue: str = "default") -> str:
     return lock_key(keys, name, digest(name, args, {}, queue))
 
 
-async def test_duplicate_enqueue_names_the_holder(settings: Settings, redis: Redis, keys: Keys) -> None:
+async def test_duplicate_enqueue_names_the_holder(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
     async with Client(settings) as client:
         first = await client.enqueue(sync_account, 7)
         second = await client.enqueue(sync_account, 7)
         other = await client.enqueue(sync_account, 8)
-    assert first is not None and second is not None and other is not None
-    assert not first.duplicate and first.holder is None
-    assert second.duplicate and second.holder == first.jid == second.jid
+    assert first is not None
+    assert second is not None
+    assert other is not None
+    assert not first.duplicate
+    assert first.holder is None
+    assert second.duplicate
+    assert second.holder == first.jid == second.jid
     assert not other.duplicate
     assert await redis.llen(keys.queue("default")) == 2
     lock = key_of(keys, "uq.sync", 7)
@@ -97,13 +103,20 @@ async def test_options_and_unique_key(settings: Settings, redis: Redis, keys: Ke
         second = await client.enqueue(by_key, 1, note="b")  # same user: same key
         plain = await client.enqueue(sync_account.options(unique_for=5, queue="q2"), 9)
         again = await client.enqueue(sync_account.options(queue="q2"), 9)
-    assert first is not None and second is not None and plain is not None and again is not None
-    assert second.duplicate and second.holder == first.jid
-    assert again.duplicate and again.holder == plain.jid
+    assert first is not None
+    assert second is not None
+    assert plain is not None
+    assert again is not None
+    assert second.duplicate
+    assert second.holder == first.jid
+    assert again.duplicate
+    assert again.holder == plain.jid
     assert 0 < await redis.pttl(key_of(keys, "uq.sync", 9, queue="q2")) <= 5000
 
 
-async def test_plain_jobs_carry_no_unique_field(settings: Settings, redis: Redis, keys: Keys) -> None:
+async def test_plain_jobs_carry_no_unique_field(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
     @job(name="uq.plain")
     async def plain() -> None: ...
 
@@ -115,7 +128,9 @@ async def test_plain_jobs_carry_no_unique_field(settings: Settings, redis: Redis
     assert all("unique" not in orjson.loads(raw) for raw in jobs)
 
 
-async def test_enqueue_many_reports_the_skipped(settings: Settings, redis: Redis, keys: Keys) -> None:
+async def test_enqueue_many_reports_the_skipped(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
     async with Client(settings) as client:
         held = await client.enqueue(sync_account, 2)
         assert held is not None
@@ -127,7 +142,9 @@ async def test_enqueue_many_reports_the_skipped(settings: Settings, redis: Redis
     assert await redis.llen(keys.queue("default")) == 3
 
 
-async def test_concurrent_enqueues_make_one_job(settings: Settings, redis: Redis, keys: Keys) -> None:
+async def test_concurrent_enqueues_make_one_job(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
     clients = [Client(settings) for _ in range(5)]
     try:
         handles = await asyncio.gather(
@@ -146,8 +163,10 @@ async def test_scheduled_unique_job(settings: Settings, redis: Redis, keys: Keys
     async with Client(settings) as client:
         first = await client.enqueue(sync_account.options(delay=3600), 5)
         second = await client.enqueue(sync_account, 5)
-    assert first is not None and second is not None
-    assert second.duplicate and second.holder == first.jid
+    assert first is not None
+    assert second is not None
+    assert second.duplicate
+    assert second.holder == first.jid
     assert await redis.zcard(keys.schedule) == 1
     assert await redis.llen(keys.queue("default")) == 0
 
@@ -163,11 +182,14 @@ async def test_released_after_success(settings: Settings, redis: Redis, keys: Ke
         async with Worker(settings, jobs=ALL):
             await wait_for(lambda: _gone(redis, lock))
             again = await client.enqueue(sync_account, 1)
-            assert again is not None and not again.duplicate
+            assert again is not None
+            assert not again.duplicate
     assert runs.count("sync 1") >= 1
 
 
-async def test_released_after_the_last_failure(settings: Settings, redis: Redis, keys: Keys) -> None:
+async def test_released_after_the_last_failure(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
     lock = key_of(keys, "uq.boom", "x")
     async with Client(settings) as client:
         await client.enqueue(boom, "x")
@@ -196,14 +218,17 @@ async def test_kept_while_retrying(settings: Settings, redis: Redis, keys: Keys)
         assert handle is not None
         assert (await redis.get(lock)).decode() == handle.jid
         dup = await client.enqueue(retried, "r")
-        assert dup is not None and dup.holder == handle.jid
+        assert dup is not None
+        assert dup.holder == handle.jid
 
 
 async def _zcard(redis: Redis, key: str, n: int) -> bool:
     return await redis.zcard(key) >= n
 
 
-async def test_until_executing_released_at_start(settings: Settings, redis: Redis, keys: Keys) -> None:
+async def test_until_executing_released_at_start(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
     lock = key_of(keys, "uq.executing", "e")
     async with Client(settings) as client:
         first = await client.enqueue(executing, "e")
@@ -211,8 +236,10 @@ async def test_until_executing_released_at_start(settings: Settings, redis: Redi
             await wait_for(lambda: _ran(1))
             assert not await redis.exists(lock)  # released before the handler ran
             second = await client.enqueue(executing, "e")  # while the first still runs
-            assert second is not None and not second.duplicate
-            assert first is not None and second.jid != first.jid
+            assert second is not None
+            assert not second.duplicate
+            assert first is not None
+            assert second.jid != first.jid
             gate["go"].set()
             await wait_for(lambda: _ran(2))
             await wait_for(lambda: _gone(redis, lock))
@@ -233,7 +260,8 @@ async def test_old_copy_never_releases_a_newer_lock(
         assert old is not None
         await redis.delete(lock)  # as if its TTL ran out
         new = await client.enqueue(sync_account, 3)
-        assert new is not None and not new.duplicate
+        assert new is not None
+        assert not new.duplicate
         # Only the old copy runs: the new one waits on a queue no worker reads.
         raw_new = (await redis.lrange(keys.queue("default"), 0, 0))[0]
         await redis.lrem(keys.queue("default"), 1, raw_new)
@@ -248,7 +276,9 @@ async def _queue_empty(redis: Redis, keys: Keys) -> bool:
     return await redis.llen(keys.queue("default")) == 0
 
 
-async def test_operator_delete_and_clear_release(settings: Settings, redis: Redis, keys: Keys) -> None:
+async def test_operator_delete_and_clear_release(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
     async with Client(settings) as client:
         scheduled = await client.enqueue(sync_account.options(delay=3600), 10)
         await client.enqueue(sync_account, 11)

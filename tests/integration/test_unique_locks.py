@@ -68,7 +68,9 @@ def test_locks_cli(settings: Settings, sync_client: sync_redis.Redis, keys: Keys
     ]
     assert all(0 < lock["ttl"] <= 600 for lock in listed)
     text = cli(settings, "locks", "list", "--name", "jobs.queued")
-    assert text.returncode == 0 and "jobs.queued" in text.stdout and "orphan" not in text.stdout
+    assert text.returncode == 0
+    assert "jobs.queued" in text.stdout
+    assert "orphan" not in text.stdout
 
     refused = cli(settings, "locks", "delete-orphaned")
     assert refused.returncode == 2  # not a terminal, no --yes
@@ -127,7 +129,8 @@ async def test_failed_release_is_retried_and_lands(
         assert (await redis.get(lock)).decode() == handle.jid  # the release failed
         proxy.heal()
         await wait_for(lambda: _gone(redis, lock))
-        assert worker.releases is not None and not worker.releases.pending
+        assert worker.releases is not None
+        assert not worker.releases.pending
     assert runs == ["once"]
 
 
