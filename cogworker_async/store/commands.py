@@ -378,6 +378,15 @@ async def release_lock(redis: Redis, key: str, token: str) -> bool:
     return bool(await script("release_lock").run(redis, [key], [token]))
 
 
+async def release_locks(redis: Redis, locks: Sequence[tuple[str, str]]) -> int:
+    """Release unique locks (key, jid), each owner-checked, in one call; how many went."""
+    return int(
+        await script("release_locks").run(
+            redis, [key for key, _ in locks], [jid for _, jid in locks]
+        )
+    )
+
+
 def unsettled_record(filing: Filing, keys: Keys) -> bytes:
     """The JSON record a stopping process hands over for a filing it couldn't make."""
     which = "dead" if filing.target == keys.dead else "retry"

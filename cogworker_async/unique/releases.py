@@ -1,8 +1,10 @@
 """Deferred releases: a unique lock whose release failed is released later, never
 left to its TTL.
 
-Owned by one ``Worker`` (no module state). ``release`` tries at once; a failed
-call (an outage, any error) keeps the lock in ``pending``, and the worker's
+Owned by one ``Worker`` (no module state). ``release`` tries at once, the
+releases asked for in the same event-loop turn (jobs finishing together) sent
+as one ``release_locks.lua`` call, one call in flight at a time; a failed call
+(an outage, any error) keeps its locks in ``pending``, and the worker's
 duty (``once``) tries every pending one again and drains what stopped workers
 handed over. On shutdown ``hand_over`` pushes what is still pending onto
 ``<ns>:unique:~releases`` for the next worker to release. Every release is
@@ -12,6 +14,7 @@ lock.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import orjson
@@ -22,6 +25,13 @@ from cogworker_async.store import commands
 from cogworker_async.unique.lock import Release, releases_key
 
 DRAIN_BATCH = 100  # handed-over releases taken per duty pass
+BATCH_MAX = 500  # releases per release_locks.lua call
+
+
+def _resolve(batch: list[tuple[Release, asyncio.Future[None]]]) -> None:
+    for _, future in batch:
+        if not future.done():
+            future.set_result(None)
 
 
 class DeferredReleases:
@@ -33,22 +43,60 @@ class DeferredReleases:
         self._log = logger
         self.pending: dict[Release, None] = {}  # ordered, deduplicated
         self.released = 0
+        self._batch: list[tuple[Release, asyncio.Future[None]]] = []
+        self._flushing: asyncio.Task[None] | None = None
 
     async def release(self, release: Release) -> None:
-        """Release now, or keep it pending; never raises (but cancellation)."""
+        """Release now (coalesced with others asked for meanwhile), or keep it
+        pending; returns once it was sent; never raises (but cancellation)."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._batch.append((release, future))
+        if self._flushing is None:
+            # From the next loop turn: every release asked for in this one rides along.
+            self._flushing = asyncio.get_running_loop().create_task(self._flush())
+        await asyncio.shield(future)
+
+    def release_soon(self, release: Release) -> None:
+        """Release in the background (coalesced); a failure keeps it pending."""
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._batch.append((release, future))
+        if self._flushing is None:
+            self._flushing = asyncio.get_running_loop().create_task(self._flush())
+
+    async def _flush(self) -> None:
+        batch: list[tuple[Release, asyncio.Future[None]]] = []
         try:
-            await commands.release_lock(self._redis, release.key, release.jid)
-        except Exception as exc:  # noqa: BLE001 - any failure: the duty tries again
-            if release not in self.pending:
-                self._log.warning(
-                    "jid=%s: could not release unique lock %s (%s): kept, tried again",
-                    release.jid,
-                    release.key,
-                    type(exc).__name__,
-                )
+            while self._batch:
+                batch, self._batch = self._batch[:BATCH_MAX], self._batch[BATCH_MAX:]
+                try:
+                    await commands.release_locks(self._redis, [(r.key, r.jid) for r, _ in batch])
+                except Exception as exc:  # noqa: BLE001 - any failure: the duty tries again
+                    self._keep([r for r, _ in batch], exc)
+                else:
+                    self.released += len(batch)
+                _resolve(batch)
+                batch = []
+        finally:
+            # Cancelled (the loop closing): what was not sent stays ours to retry
+            # or hand over, and no caller is left waiting.
+            left = [*batch, *self._batch]
+            self._batch = []
+            self._flushing = None
+            for release, _ in left:
+                self.pending[release] = None
+            _resolve(left)
+
+    def _keep(self, releases: list[Release], exc: Exception) -> None:
+        fresh = [r for r in releases if r not in self.pending]
+        if fresh:
+            self._log.warning(
+                "jid=%s: could not release %d unique lock(s) (%s): kept, tried again",
+                fresh[0].jid,
+                len(fresh),
+                type(exc).__name__,
+            )
+        for release in releases:
             self.pending[release] = None
-        else:
-            self.released += 1
 
     def defer(self, release: Release) -> None:
         """Keep a release for the duty (a path that cannot wait for Redis)."""
@@ -76,6 +124,10 @@ class DeferredReleases:
 
     async def close(self) -> None:
         """On shutdown: one last try of each pending release, the rest handed over."""
+        if self._flushing is not None:
+            # Releases still going out in the background: let them land (or fail
+            # into pending). A wait, not an await: a timeout here must not cancel them.
+            await asyncio.wait([self._flushing])
         for release in list(self.pending):
             try:
                 await commands.release_lock(self._redis, release.key, release.jid)

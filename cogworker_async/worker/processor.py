@@ -239,9 +239,10 @@ class Processors:
         function: JobFunction[Any, Any] | None,
         started: float,
     ) -> None:
-        """A unique job: ``until_executing`` releases its lock as its run starts,
-        ``until_executed`` once it succeeded (a failure releases it in the filing's
-        own step when terminal). Owner-checked; a failed release is deferred."""
+        """A unique job: ``until_executing`` releases its lock as its run starts
+        (awaited: the lock is gone before the handler runs), ``until_executed``
+        once it succeeded (a failure releases it in the filing's own step when
+        terminal). Owner-checked; a failed release is deferred."""
         releases = self._releases
         if releases is not None:
             at_start = release_of(job, terminal=False)
@@ -254,8 +255,9 @@ class Processors:
         if releases is not None:
             at_end = release_of(job, terminal=True)
             if at_end is not None:
-                with anyio.CancelScope(shield=True):  # it ran: the lock must go
-                    await releases.release(at_end)
+                # In the background, coalesced with the other jobs finishing now:
+                # awaiting each release cost a unique job 3x in throughput.
+                releases.release_soon(at_end)
 
     async def _run_tracked(
         self,
