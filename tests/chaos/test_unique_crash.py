@@ -85,7 +85,7 @@ def test_process_died_burial_releases_the_lock(
             if len(workers) < 2:
                 workers.append(start_worker(settings))
             time.sleep(0.1)
-        dead = orjson.loads(sync_client.zrange(keys.dead, 0, -1)[0])
+        dead = orjson.loads(sync_client.zrange(keys.dead, 0, -1)[0])  # type: ignore[arg-type]
         assert dead["jid"] == jid
         assert dead["error_class"] == "ProcessDied"
         assert not sync_client.exists(lock)

@@ -4,12 +4,14 @@ released (owner-checked) on every terminal path."""
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import orjson
 import pytest
 from redis.asyncio import Redis
 
 from cogworker_async import Client, Settings, Worker, api, job
+from cogworker_async.jobs import JobFunction
 from cogworker_async.keys import Keys
 from cogworker_async.unique import DEFAULT_UNIQUE_FOR, lock_key
 from cogworker_async.unique.lock import digest
@@ -55,7 +57,7 @@ async def by_key(user: int, note: str = "") -> None:
     runs.append(f"{user} {note}")
 
 
-ALL = [sync_account, boom, discard, retried, executing, by_key]
+ALL: list[JobFunction[Any, Any]] = [sync_account, boom, discard, retried, executing, by_key]
 
 
 @pytest.fixture(autouse=True)
@@ -86,7 +88,7 @@ async def test_duplicate_enqueue_names_the_holder(
     assert await redis.llen(keys.queue("default")) == 2
     lock = key_of(keys, "uq.sync", 7)
     assert lock.startswith(f"{keys.ns}:unique:uq.sync:")
-    assert (await redis.get(lock)).decode() == first.jid
+    assert await _holder(redis, lock) == first.jid
     ttl = await redis.pttl(lock)
     assert DEFAULT_UNIQUE_FOR * 1000 - 5000 < ttl <= DEFAULT_UNIQUE_FOR * 1000
     raw = (await redis.lrange(keys.queue("default"), -1, -1))[0]
@@ -216,7 +218,7 @@ async def test_kept_while_retrying(settings: Settings, redis: Redis, keys: Keys)
         async with Worker(settings, jobs=ALL):
             await wait_for(lambda: _zcard(redis, keys.retry, 1))
         assert handle is not None
-        assert (await redis.get(lock)).decode() == handle.jid
+        assert await _holder(redis, lock) == handle.jid
         dup = await client.enqueue(retried, "r")
         assert dup is not None
         assert dup.holder == handle.jid
@@ -264,12 +266,12 @@ async def test_old_copy_never_releases_a_newer_lock(
         assert not new.duplicate
         # Only the old copy runs: the new one waits on a queue no worker reads.
         raw_new = (await redis.lrange(keys.queue("default"), 0, 0))[0]
-        await redis.lrem(keys.queue("default"), 1, raw_new)
+        await redis.lrem(keys.queue("default"), 1, raw_new)  # type: ignore[arg-type]
         await redis.lpush(keys.queue("parked"), raw_new)
         async with Worker(settings, jobs=ALL):
             await wait_for(lambda: _ran(1))
             await wait_for(lambda: _queue_empty(redis, keys))
-        assert (await redis.get(lock)).decode() == new.jid
+        assert await _holder(redis, lock) == new.jid
 
 
 async def _queue_empty(redis: Redis, keys: Keys) -> bool:
@@ -304,7 +306,13 @@ async def test_dead_delete_releases_a_lock_left_by_a_failed_release(
         async with Worker(settings, jobs=ALL):
             await wait_for(lambda: _zcard(redis, keys.dead, 1))
     lock = key_of(keys, "uq.boom", "y")
-    entry = orjson.loads((await redis.zrange(keys.dead, 0, 0))[0])
+    entry = orjson.loads((await redis.zrange(keys.dead, 0, 0))[0])  # type: ignore[arg-type]
     await redis.set(lock, entry["jid"])  # lost release, simulated
     assert await api.delete_all(redis, keys, "dead") == 1
     assert not await redis.exists(lock)
+
+
+async def _holder(redis: Redis, key: str) -> str:
+    value = await redis.get(key)
+    assert isinstance(value, bytes)
+    return value.decode()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Iterator
 
 import orjson
 import pytest
@@ -105,7 +106,7 @@ async def test_api_delete_orphaned_keeps_live_locks(
 
 
 @pytest.fixture
-def proxy(redis_server: EmbeddedRedis) -> FaultProxy:
+def proxy(redis_server: EmbeddedRedis) -> Iterator[FaultProxy]:
     with FaultProxy("127.0.0.1", redis_server.port or 0) as fault_proxy:
         proxy_box["proxy"] = fault_proxy
         yield fault_proxy
@@ -126,7 +127,7 @@ async def test_failed_release_is_retried_and_lands(
     worker = Worker(proxied, jobs=[cut_after])
     async with worker:
         await wait_for(lambda: _pending_release(worker))
-        assert (await redis.get(lock)).decode() == handle.jid  # the release failed
+        assert await redis.get(lock) == handle.jid.encode()  # the release failed
         proxy.heal()
         await wait_for(lambda: _gone(redis, lock))
         assert worker.releases is not None
