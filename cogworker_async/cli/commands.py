@@ -164,6 +164,8 @@ def enqueue(
 
     done = run_redis(settings, action)
     typer.echo(done.jid)  # stdout: the jid alone, for scripts; what else to say, on stderr
+    if done.duplicate:
+        typer.echo(f"not enqueued: a unique job held by {done.jid} (printed above)", err=True)
     if queue is None and not done.known_here:
         typer.echo(done.describe(name), err=True)
     for warning in done.warnings:
