@@ -274,15 +274,11 @@ class Client:
         encoded = payload.encode_job(job)
         if "unique" in job:
             lock = job["unique"]
-            done = await commands.enqueue_unique(
-                self.redis,
-                self.keys,
-                lock=str(lock["key"]),
-                jid=str(job["jid"]),
-                ttl=float(lock["for"]),
-                queue=str(job["queue"]),
-                job=encoded,
-                due=due,
+            one = commands.UniqueJob(
+                str(lock["key"]), str(job["jid"]), float(lock["for"]), encoded, due
+            )
+            [done] = await commands.enqueue_unique(
+                self.redis, self.keys, queue=str(job["queue"]), jobs=[one]
             )
             if not done.enqueued:
                 # Not enqueued: the caller is told who holds the lock instead.

@@ -38,11 +38,6 @@ class EnqueuedMany(list[str]):
         self.skipped = skipped
 
 
-# One unique job waiting to be sent: its item's position, jid, lock, TTL, queue,
-# payload and due time.
-_Unique = tuple[int, str, str, float, str, bytes, float | None]
-
-
 class ManyBatch:
     """``enqueue_many``'s jobs being built: one chunk at a time, sent when full."""
 
@@ -92,7 +87,9 @@ class ManyBatch:
         self.pending = 0  # jobs built, not yet sent
         self.sent = 0
         self.added = 0  # items seen (a unique duplicate is named by its position)
-        self.unique: list[_Unique] = []  # each its own enqueue_unique call
+        # Unique jobs by queue, with their items' positions: one script call per
+        # queue and SCRIPT_ARGS jobs, after the plain ones.
+        self.unique: dict[str, list[tuple[int, commands.UniqueJob]]] = defaultdict(list)
         self.skipped: list[tuple[int, str]] = []
         self._skipped_jids: set[str] = set()
 
@@ -138,10 +135,8 @@ class ManyBatch:
         one = payload.encode_job(job)
         lock = job.get("unique")
         if lock is not None:
-            jid = str(job["jid"])
-            self.unique.append(
-                (position, jid, lock["key"], float(lock["for"]), job["queue"], one, due)
-            )
+            unique = commands.UniqueJob(lock["key"], str(job["jid"]), float(lock["for"]), one, due)
+            self.unique[job["queue"]].append((position, unique))
         elif due is not None:
             self.scheduled.append(due)
             self.scheduled.append(one)
@@ -156,12 +151,13 @@ class ManyBatch:
         if not self.pending:
             return
         by_queue, scheduled, count = self.by_queue, self.scheduled, self.pending
-        unique, self.unique = self.unique, []
+        unique, self.unique = self.unique, defaultdict(list)
         self.by_queue, self.scheduled, self.pending = defaultdict(list), [], 0
         await self._send_chunk(by_queue, scheduled, unique)
         self.sent += count
 
     def result(self) -> EnqueuedMany:
+        self.skipped.sort()
         if not self.skipped:
             return EnqueuedMany(self.jids, [])
         kept = [jid for jid in self.jids if jid not in self._skipped_jids]
@@ -171,10 +167,10 @@ class ManyBatch:
         self,
         by_queue: dict[str, list[bytes]],
         scheduled: list[EncodableArg],
-        unique: list[_Unique],
+        unique: dict[str, list[tuple[int, commands.UniqueJob]]],
     ) -> None:
-        """One pipeline for one chunk (unique jobs: one script call each, in order,
-        so two items under one key leave the second skipped)."""
+        """One pipeline for one chunk (unique jobs in order, so of two items under
+        one key the second is skipped)."""
         client = self.client
         keys = client.keys
         enqueue = script("enqueue")
@@ -195,18 +191,24 @@ class ManyBatch:
                 for start in range(0, len(scheduled), 2 * SCRIPT_ARGS):
                     pairs = scheduled[start : start + 2 * SCRIPT_ARGS]
                     pipe.evalsha(schedule.sha, 2, *schedule_keys, *pairs)
+            calls: list[list[tuple[int, commands.UniqueJob]]] = []
             if unique:
                 locked = script("enqueue_unique")
                 pipe.script_load(locked.text)
-                for _, jid, lock, ttl, queue, one, due in unique:
-                    lock_keys, lock_args = commands.enqueue_unique_args(
-                        keys, lock=lock, jid=jid, ttl=ttl, queue=queue, job=one, due=due
-                    )
-                    pipe.evalsha(locked.sha, len(lock_keys), *lock_keys, *lock_args)
+                for queue, items in unique.items():
+                    for start in range(0, len(items), SCRIPT_ARGS):
+                        call = items[start : start + SCRIPT_ARGS]
+                        lock_keys, lock_args = commands.enqueue_unique_args(
+                            keys, queue, [one for _, one in call]
+                        )
+                        pipe.evalsha(locked.sha, len(lock_keys), *lock_keys, *lock_args)
+                        calls.append(call)
             replies = await pipe.execute()
-        if unique:
-            for item, reply in zip(unique, replies[-len(unique) :], strict=True):
-                done = commands.unique_enqueue_reply(reply)
+        for call, reply in zip(calls, replies[len(replies) - len(calls) :], strict=True):
+            jobs = [one for _, one in call]
+            for (position, one), done in zip(
+                call, commands.unique_enqueue_replies(jobs, reply), strict=True
+            ):
                 if not done.enqueued:
-                    self.skipped.append((item[0], done.holder))
-                    self._skipped_jids.add(item[1])
+                    self.skipped.append((position, done.holder))
+                    self._skipped_jids.add(one.jid)

@@ -451,48 +451,51 @@ class UniqueEnqueue:
     holder: str
 
 
+@dataclass(frozen=True, slots=True)
+class UniqueJob:
+    """One unique job to enqueue: its lock, jid (the lock's value), TTL (s), payload, due."""
+
+    lock: str
+    jid: str
+    ttl: float
+    job: bytes
+    due: float | None = None
+
+
 def enqueue_unique_args(
-    keys: Keys, *, lock: str, jid: str, ttl: float, queue: str, job: bytes, due: float | None
+    keys: Keys, queue: str, jobs: Sequence[UniqueJob]
 ) -> tuple[list[str], list[EncodableArg]]:
     """KEYS and ARGV of one ``enqueue_unique.lua`` call (a pipeline builds them too)."""
     script_keys = [
-        lock,
         keys.queue(queue),
         keys.queues,
         keys.wakeup(queue),
         keys.schedule,
         keys.schedule_wakeup,
+        *(one.lock for one in jobs),
     ]
-    args: list[EncodableArg] = [
-        jid,
-        max(1, int(ttl * 1000)),
-        queue,
-        job,
-        "" if due is None else due,
-    ]
+    args: list[EncodableArg] = [queue]
+    for one in jobs:
+        args.extend(
+            (one.jid, max(1, int(one.ttl * 1000)), one.job, "" if one.due is None else one.due)
+        )
     return script_keys, args
 
 
-def unique_enqueue_reply(reply: Any) -> UniqueEnqueue:
-    return UniqueEnqueue(bool(int(reply[0])), text(reply[1]) if reply[1] is not None else "")
+def unique_enqueue_replies(jobs: Sequence[UniqueJob], reply: Sequence[Any]) -> list[UniqueEnqueue]:
+    holders = [text(holder) for holder in reply]
+    return [
+        UniqueEnqueue(holder == one.jid, holder) for one, holder in zip(jobs, holders, strict=True)
+    ]
 
 
 async def enqueue_unique(
-    redis: Redis,
-    keys: Keys,
-    *,
-    lock: str,
-    jid: str,
-    ttl: float,
-    queue: str,
-    job: bytes,
-    due: float | None,
-) -> UniqueEnqueue:
-    """Take the lock and push (or schedule, ``due``) the job in one step."""
-    script_keys, args = enqueue_unique_args(
-        keys, lock=lock, jid=jid, ttl=ttl, queue=queue, job=job, due=due
-    )
-    return unique_enqueue_reply(await script("enqueue_unique").run(redis, script_keys, args))
+    redis: Redis, keys: Keys, *, queue: str, jobs: Sequence[UniqueJob]
+) -> list[UniqueEnqueue]:
+    """For each job (in order), take its lock and push or schedule it, in one step."""
+    script_keys, args = enqueue_unique_args(keys, queue, jobs)
+    reply = await script("enqueue_unique").run(redis, script_keys, args)
+    return unique_enqueue_replies(jobs, reply)
 
 
 async def drop_jobs(

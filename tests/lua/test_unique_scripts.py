@@ -29,9 +29,10 @@ def unique_job(keys: Keys, tag: str, queue: str = "default") -> tuple[bytes, str
 async def _enqueue(
     redis: Redis, keys: Keys, raw: bytes, jid: str, lock: str, due: float | None = None
 ) -> commands.UniqueEnqueue:
-    return await commands.enqueue_unique(
-        redis, keys, lock=lock, jid=jid, ttl=60, queue="default", job=raw, due=due
+    [done] = await commands.enqueue_unique(
+        redis, keys, queue="default", jobs=[commands.UniqueJob(lock, jid, 60, raw, due)]
     )
+    return done
 
 
 async def test_enqueue_unique_locks_and_pushes_once(redis: Redis, keys: Keys) -> None:
@@ -64,6 +65,27 @@ async def test_concurrent_enqueue_unique_one_winner(redis: Redis, keys: Keys) ->
     assert len(winners) == 1
     assert {r.holder for r in results} == {winners[0].holder}
     assert await redis.llen(keys.queue("default")) == 1
+
+
+async def test_enqueue_unique_many_in_one_call(redis: Redis, keys: Keys) -> None:
+    a, b, c = unique_job(keys, "m1"), unique_job(keys, "m2"), unique_job(keys, "m1")
+    later = unique_job(keys, "m3")
+    await redis.set(b[2], "holder-b")
+    jobs = [
+        commands.UniqueJob(a[2], a[1], 60, a[0]),
+        commands.UniqueJob(b[2], b[1], 60, b[0]),
+        commands.UniqueJob(c[2], c[1], 60, c[0]),  # same key as a: a holds it now
+        commands.UniqueJob(later[2], later[1], 60, later[0], time.time() + 50),
+    ]
+    done = await commands.enqueue_unique(redis, keys, queue="default", jobs=jobs)
+    assert done == [
+        commands.UniqueEnqueue(True, a[1]),
+        commands.UniqueEnqueue(False, "holder-b"),
+        commands.UniqueEnqueue(False, a[1]),
+        commands.UniqueEnqueue(True, later[1]),
+    ]
+    assert await redis.lrange(keys.queue("default"), 0, -1) == [a[0]]
+    assert await redis.zrange(keys.schedule, 0, -1) == [later[0]]
 
 
 async def _run_one(redis: Redis, keys: Keys, raw: bytes, identity: str) -> None:
