@@ -31,3 +31,28 @@ local function release_unique_of(entry)
   end
   return release_unique(key, jid)
 end
+
+-- retake_unique_of(entry): a job coming back to a queue by an operator's hand
+-- (retry / enqueue now) holds its lock again while it waits, as it did when it
+-- was enqueued: taken when free, its TTL renewed when the job still holds it,
+-- left alone when a newer copy holds it (that copy's lock is not ours to take).
+-- Returns 1 when held by this job afterwards, else 0.
+local function retake_unique_of(entry)
+  if not string.find(entry, '"unique"', 1, true) then
+    return 0
+  end
+  local ok, job = pcall(cjson.decode, entry)
+  if not ok or type(job) ~= "table" or type(job["unique"]) ~= "table" then
+    return 0
+  end
+  local key, jid, ttl = job["unique"]["key"], job["jid"], tonumber(job["unique"]["for"])
+  if type(key) ~= "string" or type(jid) ~= "string" or ttl == nil or ttl <= 0 then
+    return 0
+  end
+  local holder = redis.call("GET", key)
+  if holder and holder ~= jid then
+    return 0
+  end
+  redis.call("SET", key, jid, "PX", math.max(1, math.floor(ttl * 1000)))
+  return 1
+end

@@ -316,3 +316,27 @@ async def _holder(redis: Redis, key: str) -> str:
     value = await redis.get(key)
     assert isinstance(value, bytes)
     return value.decode()
+
+
+async def test_operator_retry_from_dead_takes_the_lock_again(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
+    lock = key_of(keys, "uq.boom", "z")
+    async with Client(settings) as client:
+        first = await client.enqueue(boom, "z")
+        assert first is not None
+        async with Worker(settings, jobs=ALL):
+            await wait_for(lambda: _zcard(redis, keys.dead, 1))
+            await wait_for(lambda: _gone(redis, lock))
+        assert await api.retry_now(redis, keys, "dead", [first.jid]) == 1
+        assert await _holder(redis, lock) == first.jid
+        dup = await client.enqueue(boom, "z")
+        assert dup is not None
+        assert dup.duplicate
+        assert dup.holder == first.jid
+        await redis.set(lock, "newer-copy")
+        requeued = await redis.rpop(keys.queue("default"))
+        assert isinstance(requeued, bytes)
+        await redis.zadd(keys.dead, {requeued: 1})  # as if it failed again
+        assert await api.retry_now(redis, keys, "dead", [first.jid]) == 1
+        assert await _holder(redis, lock) == "newer-copy"  # not ours to take
