@@ -38,11 +38,14 @@ class Ack(NamedTuple):
     Only the raw bytes go to Redis (they are how the job is found on the
     in-progress list); the jid names the job in the worker's own logs.
     ``run``: its name, start and end for the metrics history (None: history off).
+    ``release``: an ``until_executed`` job's unique lock (key, jid), released
+    in the ack's own step when the ack removes the job.
     """
 
     raw: bytes
     jid: str
     run: Run | None = None
+    release: tuple[str, str] | None = None
 
 
 def _ack_args(keys: Keys, acks: Sequence[Ack]) -> list[EncodableArg]:
@@ -55,6 +58,12 @@ def _ack_args(keys: Keys, acks: Sequence[Ack]) -> list[EncodableArg]:
         groups, tags = history.pack([ack.run for ack in acks], keys.history_prefix)
     args: list[EncodableArg] = [groups, tags, len(acks)]
     args.extend(ack.raw for ack in acks)
+    # Then the release block (see ``ack_jobs.lua``): ``0`` without unique jobs,
+    # so a plain ack pays one argument per call, not per job.
+    releases = [(i, ack.release) for i, ack in enumerate(acks, 1) if ack.release is not None]
+    args.append(len(releases))
+    for position, (key, jid) in releases:
+        args.extend((position, key, jid))
     return args
 
 

@@ -1,5 +1,7 @@
-"""Deferred releases: a unique lock whose release failed is released later, never
-left to its TTL.
+"""Deferred releases: the unique-lock releases that are calls of their own
+(``until_executing``'s at run start, a success in basic fetch mode, acks a
+stopping worker could not send; a success's release otherwise rides in its
+ack), and those that failed: released later, never left to the TTL.
 
 Owned by one ``Worker`` (no module state). ``release`` tries at once, the
 releases asked for in the same event-loop turn (jobs finishing together) sent

@@ -179,12 +179,19 @@ class Fetcher:
         self._kick.set()
         self._short.set()
 
-    def ack(self, raw: bytes, jid: str, run: Run | None = None) -> None:
+    def ack(
+        self,
+        raw: bytes,
+        jid: str,
+        run: Run | None = None,
+        release: tuple[str, str] | None = None,
+    ) -> None:
         """Acknowledge a finished job with the next call (batched); ``run``: what the
-        metrics history counts of it, in the same call."""
+        metrics history counts of it, in the same call; ``release``: its unique
+        lock, released in that call's step if the ack removes the job."""
         if not self.reliable:
             raw, jid = b"", ""  # basic mode: nothing to remove, only counted
-        self._acks.add(Ack(raw, jid, run))
+        self._acks.add(Ack(raw, jid, run, release))
         self._kick.set()
 
     @property

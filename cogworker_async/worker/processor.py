@@ -205,7 +205,9 @@ class Processors:
                 if self._tracker is not None and self._tracked(job, function):
                     await self._tracker.failed(slot, job, function, exc, filing)
         else:
-            if self._history:
+            if "unique" in job:
+                self._ack_unique(raw, job, started)
+            elif self._history:
                 self._fetcher.ack(raw, job["jid"], (job["class"], started, time.time()))
             else:
                 self._fetcher.ack(raw, job["jid"])
@@ -240,9 +242,9 @@ class Processors:
         started: float,
     ) -> None:
         """A unique job: ``until_executing`` releases its lock as its run starts
-        (awaited: the lock is gone before the handler runs), ``until_executed``
-        once it succeeded (a failure releases it in the filing's own step when
-        terminal). Owner-checked; a failed release is deferred."""
+        (awaited: the lock is gone before the handler runs). ``until_executed``
+        releases it in the step that settles it: its ack (``_ack``) or, failed
+        for good, its filing. Owner-checked; a failed release is deferred."""
         releases = self._releases
         if releases is not None:
             at_start = release_of(job, terminal=False)
@@ -252,12 +254,19 @@ class Processors:
             await self._run_tracked(slot, raw, job, function, started)
         else:
             await self._run(raw, job, function)
-        if releases is not None:
-            at_end = release_of(job, terminal=True)
-            if at_end is not None:
-                # In the background, coalesced with the other jobs finishing now:
-                # awaiting each release cost a unique job 3x in throughput.
-                releases.release_soon(at_end)
+
+    def _ack_unique(self, raw: bytes, job: dict[str, Any], started: float) -> None:
+        """Ack a unique job that succeeded, its lock released in the ack's own step
+        (reliable mode). In basic mode an ack removes nothing and is not sent at
+        shutdown: the release goes out on its own, coalesced (``release_soon``)."""
+        release = release_of(job, terminal=True)
+        run = (job["class"], started, time.time()) if self._history else None
+        if release is not None and self._fetcher.reliable:
+            self._fetcher.ack(raw, job["jid"], run, (release.key, release.jid))
+            return
+        self._fetcher.ack(raw, job["jid"], run)
+        if release is not None and self._releases is not None:
+            self._releases.release_soon(release)
 
     async def _run_tracked(
         self,

@@ -160,15 +160,19 @@ class Settler:
                 job.get("class"),
                 job["error_class"],
             )
-            return Filing(raw, str(job.get("jid", "")), None, now, b"", _lock(job))
+            return Filing(raw, str(job.get("jid", "")), None, now, b"", release=_lock(job))
         if count >= limit:
-            return Filing(raw, str(job["jid"]), self._keys.dead, now, orjson.dumps(job), _lock(job))
+            return Filing(
+                raw, str(job["jid"]), self._keys.dead, now, orjson.dumps(job), release=_lock(job)
+            )
         decision = self._ask(retry_in, count, exc, job)
         if decision == "discard":
             self._log.warning("jid=%s: retry_in said discard: not run again", job.get("jid"))
-            return Filing(raw, str(job.get("jid", "")), None, now, b"", _lock(job))
+            return Filing(raw, str(job.get("jid", "")), None, now, b"", release=_lock(job))
         if decision == "dead":
-            return Filing(raw, str(job["jid"]), self._keys.dead, now, orjson.dumps(job), _lock(job))
+            return Filing(
+                raw, str(job["jid"]), self._keys.dead, now, orjson.dumps(job), release=_lock(job)
+            )
         delay = retry_backoff(count, self._rng) if decision is None else float(decision)
         return Filing(raw, str(job["jid"]), self._keys.retry, now + delay, orjson.dumps(job))
 

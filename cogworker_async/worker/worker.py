@@ -457,6 +457,7 @@ class Worker:
             heartbeat=self.heartbeat,
             logger=self.log,
             still_running=list(self.processors.left_running),
+            releases=self.releases,
         )
         if self.releases is not None:
             # Last: a discard dropped by the shutdown defers its release too.

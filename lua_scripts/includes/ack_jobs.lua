@@ -1,8 +1,11 @@
+--- @include release_unique
+
 -- ack_jobs(in_progress, counter_prefix, first, listed): acknowledges finished jobs
 -- (listed = false in basic mode: there is no in-progress list, only counting).
 --
 -- ARGV[first - 1] = count; ARGV[first .. first + count - 1] = the finished jobs,
--- each exactly as fetched.
+-- each exactly as fetched; then the release block (release_acked): r, and r
+-- triples (ack position, unique lock key, jid).
 -- Each job is removed from the in-progress list and, if it carries the suspect
 -- mark (requeue.lua marks a job it recovered from a dead process a second
 -- time), its orphan counter is deleted: it got to finish, so whatever crashes
@@ -88,4 +91,27 @@ local function count_processed(total_key, day_key, n, day_ttl)
     redis.pcall("INCRBY", day_key, n)
     redis.pcall("EXPIRE", day_key, day_ttl)
   end
+end
+
+-- release_acked(at, missing, listed): the release block at ARGV[at]: r, then
+-- r triples (1-based ack position, lock key, jid): the unique locks of acked
+-- `until_executed` jobs, each released (owner-checked) in the ack's step —
+-- unless that ack's job was missing (recovery requeued it: it runs again and
+-- keeps its lock). Returns the index just past the block. Plain acks send r = 0.
+local function release_acked(at, missing, listed)
+  local r = tonumber(ARGV[at]) or 0
+  if r > 0 then
+    local gone = {}
+    if listed then
+      for _, position in ipairs(missing) do
+        gone[position] = true
+      end
+    end
+    for i = at + 1, at + 3 * r, 3 do
+      if not gone[tonumber(ARGV[i])] then
+        release_unique(ARGV[i + 1], ARGV[i + 2])
+      end
+    end
+  end
+  return at + 1 + 3 * r
 end

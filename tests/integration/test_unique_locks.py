@@ -116,9 +116,11 @@ async def _gone(redis: Redis, key: str) -> bool:
     return not await redis.exists(key)
 
 
-async def test_failed_release_is_retried_and_lands(
+async def test_release_with_a_lost_ack_lands_with_it(
     settings: Settings, proxy: FaultProxy, redis: Redis, keys: Keys
 ) -> None:
+    """A success's release rides in its ack: Redis gone before the ack is sent,
+    both wait, and land together when it is back."""
     proxied = settings.model_copy(update={"redis_url": proxy.url})
     async with Client(settings) as client:
         handle = await client.enqueue(cut_after, "once")
@@ -126,17 +128,41 @@ async def test_failed_release_is_retried_and_lands(
     lock = (await api.list_locks(redis, keys))[0].key
     worker = Worker(proxied, jobs=[cut_after])
     async with worker:
-        await wait_for(lambda: _pending_release(worker))
-        assert await redis.get(lock) == handle.jid.encode()  # the release failed
+        await wait_for(lambda: _ran(1))
+        assert await redis.get(lock) == handle.jid.encode()  # the ack (and release) wait
+        assert await redis.llen(keys.in_progress(worker.identity)) == 1
         proxy.heal()
         await wait_for(lambda: _gone(redis, lock))
-        assert worker.releases is not None
-        assert not worker.releases.pending
+        assert await redis.llen(keys.in_progress(worker.identity)) == 0
     assert runs == ["once"]
 
 
-async def _pending_release(worker: Worker) -> bool:
-    return worker.releases is not None and bool(worker.releases.pending)
+async def _ran(n: int) -> bool:
+    return len(runs) >= n
+
+
+async def test_failed_release_is_retried_and_lands(
+    settings: Settings, proxy: FaultProxy, redis: Redis, keys: Keys
+) -> None:
+    """A release that fails (until_executing's at run start, an ack dropped at
+    shutdown) is kept and retried by the worker's duty until it lands."""
+    proxied = Redis.from_url(proxy.url, socket_timeout=2)
+    try:
+        releases = DeferredReleases(proxied, keys, logging.getLogger("test"))
+        lock = keys.unique("x:retried")
+        await redis.set(lock, "a" * 24)
+        proxy.refuse(True)
+        await releases.release(Release(lock, "a" * 24))
+        assert Release(lock, "a" * 24) in releases.pending
+        with pytest.raises(Exception):  # noqa: B017 - still away: the pass fails
+            await releases.once()
+        assert await redis.exists(lock)
+        proxy.heal()
+        assert await releases.once() == 0
+        assert not await redis.exists(lock)
+        assert releases.released == 1
+    finally:
+        await proxied.aclose()
 
 
 async def test_releases_handed_over_at_shutdown_are_made_by_the_next(

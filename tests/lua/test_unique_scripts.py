@@ -14,7 +14,7 @@ from cogworker_async.keys import Keys
 from cogworker_async.payload import new_jid
 from cogworker_async.store import commands
 from cogworker_async.store.commands import Filing
-from tests.lua.support import jid_of, make_job
+from tests.lua.support import enqueue, jid_of, make_job
 
 pytestmark = pytest.mark.anyio
 
@@ -231,3 +231,36 @@ async def test_delete_orphan_lock(redis: Redis, keys: Keys, where: str) -> None:
     assert deleted == (where == "nowhere")
     assert (await redis.exists(lock)) == (where != "nowhere")
     assert jid_of(raw) == jid
+
+
+@pytest.mark.parametrize("via", ["fetch", "ack"])
+async def test_acks_release_their_locks_unless_the_job_was_gone(
+    redis: Redis, keys: Keys, via: str
+) -> None:
+    """The release block rides with the acks: a job acked releases its lock (owner-
+    checked); a job no longer on the list (requeued by recovery) keeps it."""
+    done, gone, plain = unique_job(keys, "k1"), unique_job(keys, "k2"), make_job()
+    newer = unique_job(keys, "k3")
+    for _, jid, lock in (done, gone):
+        await redis.set(lock, jid)
+    await redis.set(newer[2], "a-newer-copy")
+    await redis.lpush(keys.in_progress("me"), done[0], plain, newer[0])  # not `gone`
+    acks = [
+        commands.Ack(done[0], done[1], (done[2], done[1])),
+        commands.Ack(plain, jid_of(plain)),
+        commands.Ack(gone[0], gone[1], (gone[2], gone[1])),
+        commands.Ack(newer[0], newer[1], (newer[2], newer[1])),
+    ]
+    await enqueue(redis, keys, "default", make_job())
+    if via == "fetch":
+        result = await commands.fetch(
+            redis, keys, identity="me", queues=["default"], want=1, acks=acks, reliable=True
+        )
+        missing = result.missing_acks
+        assert len(result.jobs) == 1  # the queue names after the block were read right
+    else:
+        missing = await commands.ack(redis, keys, identity="me", acks=acks)
+    assert missing == [acks[2]]
+    assert not await redis.exists(done[2])
+    assert await redis.get(gone[2]) == gone[1].encode()  # it runs again: still its lock
+    assert await redis.get(newer[2]) == b"a-newer-copy"
