@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,8 +49,14 @@ class Ack(NamedTuple):
     release: tuple[str, str] | None = None
 
 
+_raw_of = operator.itemgetter(0)  # Ack.raw
+_release_of = operator.itemgetter(3)  # Ack.release
+
+
 def _ack_args(keys: Keys, acks: Sequence[Ack]) -> list[EncodableArg]:
-    """The history groups and tags (both "" when no ack is counted), then the acks."""
+    """The history groups and tags (both "" when no ack is counted), the acks,
+    then the release block (see ``ack_jobs.lua``): ``0`` without unique jobs, so
+    a plain ack pays one argument per call, not per job."""
     groups: bytes | str = ""
     tags: bytes | str = ""
     # The setting is per process, so a call's acks carry runs all or none: a
@@ -57,9 +64,10 @@ def _ack_args(keys: Keys, acks: Sequence[Ack]) -> list[EncodableArg]:
     if acks and (acks[0].run is not None or acks[-1].run is not None):
         groups, tags = history.pack([ack.run for ack in acks], keys.history_prefix)
     args: list[EncodableArg] = [groups, tags, len(acks)]
-    args.extend(ack.raw for ack in acks)
-    # Then the release block (see ``ack_jobs.lua``): ``0`` without unique jobs,
-    # so a plain ack pays one argument per call, not per job.
+    args.extend(map(_raw_of, acks))  # at C speed, as the look for releases below
+    if not any(map(_release_of, acks)):  # the plain case
+        args.append(0)
+        return args
     releases = [(i, ack.release) for i, ack in enumerate(acks, 1) if ack.release is not None]
     args.append(len(releases))
     for position, (key, jid) in releases:
