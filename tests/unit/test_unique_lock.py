@@ -29,7 +29,7 @@ def test_options_are_checked() -> None:
         check_unique("until_executed", None, "not callable")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
 
-        @job(name="u.bad", unique="sometimes")  # type: ignore[call-overload]
+        @job(name="u.bad", unique="sometimes")  # type: ignore[call-overload, untyped-decorator]
         async def bad() -> None: ...
 
 
