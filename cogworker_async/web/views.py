@@ -11,6 +11,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from cogworker_async import api
+from cogworker_async.api import locks as api_locks
 from cogworker_async.periodic.view import periodic_list
 from cogworker_async.settings import check_queue_name
 from cogworker_async.web import reads
@@ -175,6 +176,22 @@ async def quarantine(request: Request) -> Response:
     return render(request, "quarantine.html", keys=found, page="quarantine")
 
 
+LOCKS_SHOWN = 500  # a page, not the whole keyspace: `locks list` has them all
+
+
+async def locks(request: Request) -> Response:
+    ui = ui_of(request)
+    found = await api_locks.list_locks(redis_of(request), ui.keys)
+    return render(
+        request,
+        "locks.html",
+        locks=found[:LOCKS_SHOWN],
+        more=len(found) > LOCKS_SHOWN,
+        total=len(found),
+        page="locks",
+    )
+
+
 def routes() -> list[BaseRoute]:
     pages: list[BaseRoute] = [
         Route("/", dashboard),
@@ -183,6 +200,7 @@ def routes() -> list[BaseRoute]:
         Route("/queues", queues),
         Route("/queues/{name}", queue),
         Route("/periodic", periodic),
+        Route("/locks", locks),
         Route("/quarantine", quarantine),
     ]
     for segment in SETS:
