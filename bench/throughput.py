@@ -19,6 +19,7 @@ metrics history's cost: BENCHMARKS.md); without it the setting's default.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 from dataclasses import dataclass
 from typing import Any
@@ -64,6 +65,19 @@ MODES = {
         sleep=0.01,
     ),
 }  # fmt: skip
+
+# Issue 14's unique jobs: each job takes its lock at enqueue (enqueue_unique.lua, one
+# call per job) and releases it after it ran (owner-checked, coalesced). Only in a
+# tree that has them: the base of a same-run pair may not.
+with contextlib.suppress(TypeError):
+    MODES["unique"] = Mode(
+        "unique",
+        "throughput noop, unique until_executed (20,000 jobs, c=50, 1 queue)",
+        20_000,
+        50,
+        ("default",),
+        jobs.noop.options(unique="until_executed"),  # type: ignore[call-arg, unused-ignore]
+    )
 
 
 def _batches(mode: Mode) -> list[tuple[Any, list[tuple[Any, ...]]]]:

@@ -13,6 +13,7 @@ from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from cogworker_async.errors import ConfigurationError
 from cogworker_async.settings import Settings, check_queue_name
+from cogworker_async.unique.lock import UniqueKey, UniqueMode, check_unique
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -75,6 +76,11 @@ class JobOptions:
     keep_result: float | None = None
     # Track ``<ns>:status:<jid>`` for this job (``Client.status``).
     status: bool | None = None
+    # One job per lock key at a time (``unique/``): the mode, the lock's TTL
+    # (``DEFAULT_UNIQUE_FOR`` when None) and what the key is a digest of.
+    unique: UniqueMode | None = None
+    unique_for: float | None = None
+    unique_key: UniqueKey | None = None
 
 
 def payload_options(options: JobOptions, settings: Settings) -> dict[str, Any]:
@@ -151,10 +157,14 @@ class JobFunction(Generic[P, R]):
         timeout: float | None = None,
         keep_result: float | None = None,
         status: bool | None = None,
+        unique: UniqueMode | None = None,
+        unique_for: float | None = None,
+        unique_key: UniqueKey | None = None,
     ) -> BoundJob[P, R]:
         """This job with options for one enqueue (queue, delay/at, retry, timeout,
-        keep_result, status)."""
+        keep_result, status, unique, unique_for, unique_key)."""
         check_timing(delay, at)
+        check_unique(unique, unique_for, unique_key)
         check_timeout(timeout)
         check_keep_result(keep_result)
         if queue is not None:
@@ -169,6 +179,9 @@ class JobFunction(Generic[P, R]):
             timeout=base.timeout if timeout is None else timeout,
             keep_result=base.keep_result if keep_result is None else keep_result,
             status=base.status if status is None else status,
+            unique=base.unique if unique is None else unique,
+            unique_for=base.unique_for if unique_for is None else unique_for,
+            unique_key=base.unique_key if unique_key is None else unique_key,
         )
         return BoundJob(self, merged)
 
@@ -203,6 +216,9 @@ def job(
     retry_in: RetryIn | None = None,
     keep_result: float | None = None,
     status: bool | None = None,
+    unique: UniqueMode | None = None,
+    unique_for: float | None = None,
+    unique_key: UniqueKey | None = None,
 ) -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
 
 
@@ -217,6 +233,9 @@ def job(
     retry_in: RetryIn | None = None,
     keep_result: float | None = None,
     status: bool | None = None,
+    unique: UniqueMode | None = None,
+    unique_for: float | None = None,
+    unique_key: UniqueKey | None = None,
 ) -> JobFunction[P, R] | Callable[[Callable[P, R]], JobFunction[P, R]]:
     """Declare a job handler (``async def``, or a plain ``def`` run in a worker thread).
 
@@ -224,15 +243,28 @@ def job(
     ``class`` field, so renaming a function needs ``name=`` to keep old jobs running.
     ``keep_result=seconds`` keeps its JSON return value for ``Client.result``;
     ``status=True`` tracks it in ``<ns>:status:<jid>`` for ``Client.status``.
+    ``unique="until_executed"`` (or ``"until_executing"``) enqueues at most one
+    job per key at a time: the key is a digest of (name, args, kwargs, queue),
+    or of ``unique_key(*args, **kwargs)``; the lock lasts ``unique_for`` s at
+    most (default ``DEFAULT_UNIQUE_FOR``, an hour) and is released when the job
+    succeeds or fails for good (``until_executing``: when its run starts).
     """
     check_timeout(timeout)
+    check_unique(unique, unique_for, unique_key)
     check_keep_result(keep_result)
     check_queue_name(queue)
 
     def wrap(target: Callable[P, R]) -> JobFunction[P, R]:
         job_name = name or f"{target.__module__}.{target.__qualname__}"
         options = JobOptions(
-            queue=queue, retry=retry, timeout=timeout, keep_result=keep_result, status=status
+            queue=queue,
+            retry=retry,
+            timeout=timeout,
+            keep_result=keep_result,
+            status=status,
+            unique=unique,
+            unique_for=unique_for,
+            unique_key=unique_key,
         )
         function = JobFunction(target, job_name, options, retry_in)
         _declared[job_name] = function

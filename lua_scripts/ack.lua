@@ -8,16 +8,16 @@
 -- ARGV[3] = the acks' history groups, ARGV[4] = their tags ("", "": history
 --   off; see includes/history.lua)
 -- ARGV[5] = number of acks n; ARGV[6..5+n] = the finished jobs, as fetched
--- ARGV[6+n..] = (optional) the release block: r, then r (key, owner) pairs
---   (see release_owned)
+-- ARGV[6+n] = number of lock releases r, then r triples (ack position, lock
+--   key, jid): the unique lock or periodic running lock a finished job holds,
+--   released with its ack (see ack_jobs' release_acked)
 -- Returns the 1-based positions of acks whose job was already gone.
 -- (The variable list stays positional: the raw jobs must pass untouched.)
 --- @include ack_jobs
 --- @include history
---- @include release_owned
 
 local missing, count = ack_jobs(KEYS[1], ARGV[1], 6, true)
-release_owned(6 + count)
+release_acked(6 + count, missing, true)
 -- Only what this call removed: an ack resent after a lost reply counts once.
 count_processed(KEYS[2], KEYS[3], count - #missing, tonumber(ARGV[2]))
 count_runs(ARGV[3], ARGV[4], missing)

@@ -6,9 +6,13 @@
 -- ARGV[3] = its dead entry (with the ProcessDied error), ARGV[4] = per-day stat TTL
 -- ARGV[5] = (optional) the periodic running-lock prefix: the job of an
 --   overlap=False entry releases its running lock (owner-checked) as it is buried
+-- ARGV[6], ARGV[7] (optional) = its unique-job lock key and jid: released,
+--   owner-checked, in the same step (a ProcessDied burial is terminal)
 -- Returns 1 when moved, 0 when the head is another job (someone else moved it).
 -- Head only (the caller walks the list in order): written before removed.
 --- @include running_lock
+
+--- @include release_unique
 
 if redis.call("LINDEX", KEYS[1], 0) ~= ARGV[1] then
   return 0
@@ -20,4 +24,7 @@ redis.pcall("INCR", KEYS[4])
 redis.pcall("EXPIRE", KEYS[4], tonumber(ARGV[4]))
 redis.pcall("DEL", KEYS[5])
 release_for(ARGV[1], ARGV[5])
+if ARGV[6] and ARGV[6] ~= "" then
+  pcall(release_unique, ARGV[6], ARGV[7])
+end
 return 1

@@ -18,13 +18,17 @@
 -- Here the ZSCORE check, the push and the removal happen together, so exactly
 -- one caller moves an entry. Listing the queue and touching its marker come
 -- after the removal and are best effort: once the job is on its queue it runs
--- whether or not they succeed.
+-- whether or not they succeed. A unique job takes its lock again
+-- (retake_unique_of): it waits on its queue holding it, as when first enqueued.
+
+--- @include release_unique
 
 if not redis.call("ZSCORE", KEYS[1], ARGV[1]) then
   return 0
 end
 redis.call("LPUSH", KEYS[2], ARGV[2])
 redis.call("ZREM", KEYS[1], ARGV[1])
+retake_unique_of(ARGV[2])
 redis.pcall("SADD", KEYS[3], ARGV[3])
 redis.pcall("ZADD", KEYS[4], 0, "1")
 return 1

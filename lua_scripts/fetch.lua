@@ -19,9 +19,10 @@
 -- ARGV[7] = the acks' history groups, ARGV[8] = their tags ("", "": history
 --   off; see includes/history.lua)
 -- ARGV[9] = number of acks a; ARGV[10..9+a] = the finished jobs, as fetched
--- ARGV[10+a] = r, ARGV[11+a..10+a+2r] = the release block: (key, owner) pairs
---   deleted if still so owned, with the acks (see release_owned)
--- ARGV[11+a+2r..] = the queue names matching KEYS[5..]
+-- ARGV[10+a] = number of lock releases r, then r triples (ack position, lock
+--   key, jid): the unique lock or periodic running lock a finished job holds,
+--   released with its ack (see ack_jobs' release_acked)
+-- ARGV[11+a+3r..] = the queue names matching KEYS[5..]
 -- Returns {jobs taken (raw, in the order taken), positions of acks whose job
 -- was already gone, names of queues skipped because their key has the wrong type,
 -- sources: a queue name and how many of the jobs taken came from it, in the
@@ -38,9 +39,9 @@
 -- a plain one. Only a job whose third byte is "s" is looked at twice.
 --- @include ack_jobs
 --- @include history
---- @include release_owned
 
 local missing, acked = ack_jobs(KEYS[1], ARGV[3], 10, ARGV[1] == "reliable")
+local names_at = release_acked(10 + acked, missing, ARGV[1] == "reliable")
 -- Only what this call removed: an ack resent after a lost reply counts once.
 count_processed(KEYS[3], KEYS[4], acked - #missing, tonumber(ARGV[5]))
 count_runs(ARGV[7], ARGV[8], missing)
@@ -49,7 +50,6 @@ local reliable = ARGV[1] == "reliable"
 local wanted = tonumber(ARGV[2])
 local suspects_ok = ARGV[6] == "1"
 local counter_prefix = ARGV[3]
-local names_at = 10 + acked + release_owned(10 + acked)
 local taken, broken, sources = {}, {}, {}
 local alone = false -- a suspect was taken: nothing else goes with it
 for i = 5, #KEYS do

@@ -16,10 +16,11 @@
 -- ARGV[7] = per-day stat TTL (s)
 -- ARGV[8] = this minute's history hash ("" = history off), ARGV[9] = the job's
 --   name ("" = none: unparseable), ARGV[10] = the history hash's TTL (s)
--- ARGV[11..13] = (optional, only for a job of an overlap=False periodic entry)
---   its running lock's key, the job's jid, and the TTL (ms) the lock keeps
---   while a retry waits, or "" to release it (dead, discard): owner-checked,
---   in the same step as the filing
+-- ARGV[11..13] = (optional, only for a job that holds a lock) the lock's key,
+--   the job's jid, and the TTL (ms) the lock keeps while a retry waits, or ""
+--   to release it: owner-checked, in the same step as the filing. Given for a
+--   terminal filing (dead, discard) of an `until_executed` unique job (""),
+--   and for every filing of a job of an overlap=False periodic entry.
 -- Returns 1 when filed; 0 when the job was no longer on the list (recovery
 -- requeued it while it ran here: it will run again, so it is not filed).
 -- Written before removed: a script stopped halfway keeps the job somewhere.
@@ -43,7 +44,7 @@ end
 redis.call("LREM", KEYS[1], -1, ARGV[1])
 redis.pcall("DEL", KEYS[3])
 if ARGV[11] and ARGV[11] ~= "" then
-  if ARGV[13] ~= "" then
+  if ARGV[13] and ARGV[13] ~= "" then
     pcall(retake_running_lock, ARGV[11], ARGV[12], tonumber(ARGV[13]))
   else
     pcall(release_running_lock, ARGV[11], ARGV[12])

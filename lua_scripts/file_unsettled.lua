@@ -10,9 +10,13 @@
 -- ARGV[7] = (optional; given when KEYS[2] is the dead set) the periodic
 --   running-lock prefix: a job of an overlap=False entry filed into dead
 --   releases its running lock (owner-checked) in the same step
+-- ARGV[8], ARGV[9] (optional) = a unique-job lock key and the jid holding it,
+--   for a record filed into dead: released, owner-checked, in the same step
 -- Returns 1 when filed, 0 when the head is another record (someone else filed it).
 --- @include history
 --- @include running_lock
+
+--- @include release_unique
 
 if redis.call("LINDEX", KEYS[1], 0) ~= ARGV[1] then
   return 0
@@ -24,4 +28,7 @@ redis.pcall("INCR", KEYS[4])
 redis.pcall("INCR", KEYS[5])
 count_failure(ARGV[4] or "", ARGV[5] or "", tonumber(ARGV[6]))
 release_for(ARGV[3], ARGV[7])
+if ARGV[8] and ARGV[8] ~= "" then
+  pcall(release_unique, ARGV[8], ARGV[9])
+end
 return 1

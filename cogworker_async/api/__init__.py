@@ -15,7 +15,8 @@ Layout: ``overview`` (queues, stats, pause/resume/clear), ``history`` (the
 metrics history per minute and per day), ``sets`` (the
 retry, dead and schedule sets), ``running`` (processes, what they run,
 signals), ``quarantine`` (keys the key guard moved aside), ``periodic``
-(periodic entries: list, run now); ``_common`` holds
+(periodic entries: list, run now), ``locks`` (unique-job locks: list,
+delete, delete the orphaned); ``_common`` holds
 the shared helpers. Import from here: the submodules are not the interface.
 """
 
@@ -29,6 +30,7 @@ from cogworker_async.api.history import (
     MinutePoint,
     history,
 )
+from cogworker_async.api.locks import LockInfo, delete_lock, delete_orphaned, list_locks
 from cogworker_async.api.overview import (
     RECOVERY_COUNTERS,
     QueueInfo,
@@ -81,6 +83,7 @@ __all__ = [
     "History",
     "JobMinute",
     "JobSummary",
+    "LockInfo",
     "MinutePoint",
     "PeriodicInfo",
     "ProcessInfo",
@@ -93,9 +96,12 @@ __all__ = [
     "clear_queue",
     "delete",
     "delete_all",
+    "delete_lock",
+    "delete_orphaned",
     "digest",
     "history",
     "list_entries",
+    "list_locks",
     "parse_entry",
     "pause",
     "periodic_entries",

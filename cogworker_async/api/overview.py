@@ -18,9 +18,9 @@ from redis.exceptions import ResponseError
 from cogworker_async.api._common import _is_wrong_type, _set_members, _warn_wrong_type
 from cogworker_async.api.running import processes
 from cogworker_async.keys import Keys
-from cogworker_async.periodic.running import release_running_locks
 from cogworker_async.settings import check_queue_name
 from cogworker_async.store.replies import text as _text
+from cogworker_async.unique.drop import drop_all
 
 
 @dataclass(frozen=True, slots=True)
@@ -214,20 +214,20 @@ async def resume(redis: Redis, keys: Keys, queue: str, *, force: bool = False) -
 async def clear_queue(redis: Redis, keys: Keys, queue: str) -> int:
     """Remove every job waiting on ``queue``; returns how many were removed.
 
-    The read and the trim are one transaction, so the count is exactly what
-    was removed; jobs of overlap=False periodic entries release their running
-    locks (owner-checked). A key of the wrong type is left alone (both commands refuse it).
+    Removed oldest first in atomic chunks up to the length seen first, each
+    releasing the locks the jobs it removed hold (unique, periodic
+    running); the count is exactly
+    what was removed. A key of the wrong type is left alone.
     The queue stays listed (and paused, if it was).
     """
     key = keys.queue(check_queue_name(queue))
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.lrange(key, 0, -1)  # read with the trim: their periodic running locks go too
-        pipe.ltrim(key, 1, 0)  # an empty range: the list is emptied (and so deleted)
-        removed, _ = await pipe.execute(raise_on_error=False)
-    if isinstance(removed, Exception):
-        if not _is_wrong_type(removed):
-            raise removed
+    try:
+        # With the unique locks the removed jobs hold (unique/drop.py).
+        return await drop_all(
+            redis, key, kind="list", lock_prefix=keys.periodic_running_prefix
+        )
+    except ResponseError as exc:
+        if not _is_wrong_type(exc):
+            raise
         await _warn_wrong_type(redis, key, "list", "nothing removed")
         return 0
-    await release_running_locks(redis, keys, removed)
-    return len(removed)

@@ -28,9 +28,9 @@ from cogworker_async.api._common import (
     log,
 )
 from cogworker_async.keys import Keys
-from cogworker_async.periodic.running import release_running_locks
-from cogworker_async.store import admin
+from cogworker_async.store import admin, commands
 from cogworker_async.store.replies import loose_text as _loose_text
+from cogworker_async.unique.drop import drop_all
 
 SetName = Literal["retry", "dead", "schedule"]
 SET_NAMES: tuple[SetName, ...] = ("retry", "dead", "schedule")
@@ -267,25 +267,23 @@ async def delete(redis: Redis, keys: Keys, which: SetName, jids: Iterable[str]) 
     entries = await _find_or_warn(redis, key, list(jids))
     if not entries:
         return 0
-    removed = int(await redis.zrem(key, *(e.raw for e in entries)))
-    await release_running_locks(redis, keys, (e.raw for e in entries))
-    return removed
+    # Removed with their locks (unique, periodic running) released, in one step.
+    return await commands.drop_jobs(
+        redis, key, entries=[e.raw for e in entries], lock_prefix=keys.periodic_running_prefix
+    )
 
 
 async def delete_all(redis: Redis, keys: Keys, which: SetName) -> int:
-    """Empty the set; returns how many entries were removed (a wrong-typed key is kept)."""
+    """Empty the set; returns how many entries were removed (a wrong-typed key is kept).
+
+    The jobs removed release their locks (unique, periodic running) in the
+    steps that remove them (``drop_jobs.lua``)."""
     key = set_key(keys, which)
-    # What is removed is read in the same transaction: the jobs of overlap=False
-    # periodic entries among them release their running locks.
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.zrange(key, 0, -1)
+    try:
         # Unlike DEL, this refuses a key of another type: bad data stays for a human.
-        pipe.zremrangebyrank(key, 0, -1)
-        removed, count = await pipe.execute(raise_on_error=False)
-    if isinstance(count, Exception):
-        if not _is_wrong_type(count):
-            raise count
+        return await drop_all(redis, key, kind="zset", lock_prefix=keys.periodic_running_prefix)
+    except ResponseError as exc:
+        if not _is_wrong_type(exc):
+            raise
         await _warn_wrong_type(redis, key, "sorted set", "nothing removed")
         return 0
-    await release_running_locks(redis, keys, removed)
-    return int(count)

@@ -29,6 +29,7 @@ from redis.asyncio import Redis
 from cogworker_async import api
 from cogworker_async.cli import admin as cli_admin
 from cogworker_async.cli import history as cli_history
+from cogworker_async.cli import locks as locks_cli
 from cogworker_async.cli import periodic as periodic_cli
 from cogworker_async.cli import web as cli_web
 from cogworker_async.cli import worker as cli_worker
@@ -164,6 +165,8 @@ def enqueue(
 
     done = run_redis(settings, action)
     typer.echo(done.jid)  # stdout: the jid alone, for scripts; what else to say, on stderr
+    if done.duplicate:
+        typer.echo(f"not enqueued: a unique job held by {done.jid} (printed above)", err=True)
     if queue is None and not done.known_here:
         typer.echo(done.describe(name), err=True)
     for warning in done.warnings:
@@ -385,6 +388,7 @@ def _run_admin(
 cli_admin.register(app, run=_run_admin, fail=fail)
 periodic_cli.register(app, run=_run_admin, fail=fail)
 cli_web.register(app, build_settings=build_settings, fail=fail)
+locks_cli.register(app, run=_run_admin, fail=fail)
 
 
 def _version(value: bool) -> None:

@@ -64,6 +64,8 @@ class EnqueuedByName:
     known_here: bool
     warnings: tuple[str, ...]
     served: bool  # a live process reading that queue says it knows the name
+    # A unique job already held: nothing enqueued, ``jid`` is the holder's.
+    duplicate: bool = False
 
     def describe(self, name: str, what: str | None = None) -> str:
         """One line saying where the job (or ``what``) went, and that the name is unknown here."""

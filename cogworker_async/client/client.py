@@ -25,7 +25,7 @@ from redis.asyncio import Redis
 from cogworker_async import payload
 from cogworker_async.client.aborting import AbortOutcome, abort_job
 from cogworker_async.client.by_name import EnqueuedByName, LiveCheck, named
-from cogworker_async.client.enqueue_many import ManyBatch
+from cogworker_async.client.enqueue_many import EnqueuedMany, ManyBatch
 from cogworker_async.client.tracking import JobStatus, StatusWriter, read_status, wait_result
 from cogworker_async.jobs import (
     BoundJob,
@@ -38,13 +38,17 @@ from cogworker_async.jobs import (
 from cogworker_async.keys import Keys
 from cogworker_async.middleware import ClientMiddleware, run_client_chain
 from cogworker_async.settings import Settings, check_queue_name
+from cogworker_async.store import commands
 from cogworker_async.store.connection import connect
 from cogworker_async.store.scripts import script
+from cogworker_async.unique.lock import unique_field
 
 # EnqueuedByName (what enqueue_by_name returns) is part of this module's API.
-__all__ = ["AbortOutcome", "Client", "EnqueuedByName", "JobHandle"]
+__all__ = ["AbortOutcome", "Client", "EnqueuedByName", "EnqueuedMany", "JobHandle"]
 
 _log = logging.getLogger("cogworker_async.client")
+# Set (only) on what ``_enqueue`` returns for a unique duplicate: the holder's jid.
+_HOLDER = "__duplicate_of__"
 
 
 class JobHandle(str):
@@ -53,14 +57,25 @@ class JobHandle(str):
 
     ``await handle.result(timeout=10)`` needs the job to keep its result
     (``keep_result``); ``await handle.status()`` needs status tracking.
+
+    A unique job's duplicate is not enqueued: its handle has ``duplicate``
+    True and is the *holder's* jid (``holder``), the job already queued or
+    running under the same lock, so ``result()`` waits for that one.
     """
 
     _client: Client
+    duplicate: bool
 
-    def __new__(cls, jid: str, client: Client) -> JobHandle:
+    def __new__(cls, jid: str, client: Client, *, duplicate: bool = False) -> JobHandle:
         handle = super().__new__(cls, jid)
         handle._client = client
+        handle.duplicate = duplicate
         return handle
+
+    @property
+    def holder(self) -> str | None:
+        """The jid holding the unique lock when this enqueue was a duplicate, else None."""
+        return str(self) if self.duplicate else None
 
     def __reduce__(self) -> tuple[type[str], tuple[str]]:
         # Pickled or copied (a task queue's args, a cache), it is the jid alone.
@@ -171,6 +186,17 @@ class Client:
         job = payload.build(
             name, args, kwargs, check_queue_name(options.queue), now=now, extra=extra
         )
+        if options.unique is not None:
+            job["unique"] = unique_field(
+                self.keys,
+                name=name,
+                args=args,
+                kwargs=kwargs,
+                queue=job["queue"],
+                mode=options.unique,
+                unique_for=options.unique_for,
+                unique_key=options.unique_key,
+            )
         if self.middleware:
             # Middleware sees only JSON-safe arguments (checked one by one, so
             # the error names the one at fault).
@@ -190,7 +216,8 @@ class Client:
 
     async def enqueue(self, target: Target, *args: Any, **kwargs: Any) -> JobHandle | None:
         """Enqueue one job; returns its handle (the jid, a ``str``), or ``None`` if
-        middleware dropped it.
+        middleware dropped it. A unique job already held: a handle with
+        ``duplicate`` True naming the holder's jid (nothing was enqueued).
 
         By name (a string), a job declared in this process takes its options;
         an unknown name goes to ``default`` and the client logs so (WARNING
@@ -200,9 +227,16 @@ class Client:
         if isinstance(target, str):
             done = await self.enqueue_by_name(target, args, kwargs)
             self._live.tell(target, done.jid, done)
-            return None if done.jid is None else JobHandle(done.jid, self)
+            if done.jid is None:
+                return None
+            return JobHandle(done.jid, self, duplicate=done.duplicate)
         job = await self._enqueue(target, args, kwargs)
-        return None if job is None else JobHandle(str(job["jid"]), self)
+        if job is None:
+            return None
+        holder = job.get(_HOLDER)
+        if holder is not None:
+            return JobHandle(holder, self, duplicate=True)
+        return JobHandle(str(job["jid"]), self)
 
     async def result(self, jid: str, timeout: float | None = None) -> Any:  # noqa: ASYNC109 - the API peers use
         """The value job ``jid`` returned, waiting up to ``timeout`` s for it (None: no limit).
@@ -252,7 +286,18 @@ class Client:
         if job is None:
             return None
         encoded = payload.encode_job(job)
-        if due is not None:
+        if "unique" in job:
+            lock = job["unique"]
+            one = commands.UniqueJob(
+                str(lock["key"]), str(job["jid"]), float(lock["for"]), encoded, due
+            )
+            [done] = await commands.enqueue_unique(
+                self.redis, self.keys, queue=str(job["queue"]), jobs=[one]
+            )
+            if not done.enqueued:
+                # Not enqueued: the caller is told who holds the lock instead.
+                return {**job, _HOLDER: done.holder}
+        elif due is not None:
             # One call: the ZADD, and the poller's wake-up if it is due first.
             await script("schedule").run(self.redis, self._schedule_keys, [due, encoded])
         else:
@@ -283,6 +328,9 @@ class Client:
             return EnqueuedByName(None, target.options.queue, known, (), served=False)
         used = str(job["queue"])  # middleware may have changed it
         warnings, served = await self._live.ask(name, used)
+        holder = job.get(_HOLDER)
+        if holder is not None:
+            return EnqueuedByName(holder, used, known, tuple(warnings), served, duplicate=True)
         return EnqueuedByName(str(job["jid"]), used, known, tuple(warnings), served)
 
     async def _push(self, queue: str, encoded: bytes) -> None:
@@ -332,7 +380,7 @@ class Client:
         target: F | _OptionsOf[F],
         items: Iterable[JobArgs[F] | Sequence[Any] | Mapping[str, Any]]
         | AsyncIterable[JobArgs[F] | Sequence[Any] | Mapping[str, Any]],
-    ) -> list[str]: ...
+    ) -> EnqueuedMany: ...
 
     @overload
     async def enqueue_many(
@@ -340,14 +388,17 @@ class Client:
         target: str,
         items: Iterable[JobArgs[Any] | Sequence[Any] | Mapping[str, Any]]
         | AsyncIterable[JobArgs[Any] | Sequence[Any] | Mapping[str, Any]],
-    ) -> list[str]: ...
+    ) -> EnqueuedMany: ...
 
     async def enqueue_many(
         self,
         target: Any,  # Target (the overloads say which); _resolve refuses anything else
         items: Iterable[Any] | AsyncIterable[Any],
-    ) -> list[str]:
+    ) -> EnqueuedMany:
         """Enqueue one job per item; returns their jids (middleware's drops left out).
+
+        A unique job whose lock is held is not enqueued: the result (a list of
+        the jids enqueued) names it in ``skipped`` as (item position, holder jid).
 
         An item is ``job.args(...)`` (checked by mypy against the job's
         signature), a tuple of args or a dict of kwargs. ``items`` may be any
@@ -384,4 +435,4 @@ class Client:
             warnings, served = await self._live.ask(batch.name, batch.options.queue)
             done = EnqueuedByName(None, batch.options.queue, known_here, tuple(warnings), served)
             self._live.tell(batch.name, f"{len(batch.jids)} jobs", done)
-        return batch.jids
+        return batch.result()

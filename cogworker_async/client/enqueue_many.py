@@ -13,8 +13,10 @@ from typing import TYPE_CHECKING, Any
 
 from cogworker_async import payload
 from cogworker_async.jobs import BoundJob, JobArgs, JobFunction, JobOptions, payload_options
+from cogworker_async.store import commands
 from cogworker_async.store.connection import is_cluster
 from cogworker_async.store.scripts import EncodableArg, script
+from cogworker_async.unique.lock import unique_field
 
 if TYPE_CHECKING:
     from cogworker_async.client import Client
@@ -25,10 +27,24 @@ MANY_CHUNK = 10_000
 SCRIPT_ARGS = 1000  # payloads per script call (a bounded argument list)
 
 
+class EnqueuedMany(list[str]):
+    """What ``enqueue_many`` returns: the jids enqueued (a ``list``, as before), and
+    ``skipped``: for each unique job not enqueued because its lock was held, its
+    item's position in ``items`` (0-based) and the holder's jid."""
+
+    skipped: list[tuple[int, str]]
+
+    def __init__(self, jids: list[str], skipped: list[tuple[int, str]]) -> None:
+        super().__init__(jids)
+        self.skipped = skipped
+
+
 class ManyBatch:
     """``enqueue_many``'s jobs being built: one chunk at a time, sent when full."""
 
     __slots__ = (
+        "_skipped_jids",
+        "added",
         "by_queue",
         "client",
         "due",
@@ -41,7 +57,9 @@ class ManyBatch:
         "pending",
         "scheduled",
         "sent",
+        "skipped",
         "target",
+        "unique",
     )
 
     def __init__(
@@ -69,6 +87,12 @@ class ManyBatch:
         self.scheduled: list[EncodableArg] = []  # score, payload, score, payload, ...
         self.pending = 0  # jobs built, not yet sent
         self.sent = 0
+        self.added = 0  # items seen (a unique duplicate is named by its position)
+        # Unique jobs by queue, with their items' positions: one script call per
+        # queue and SCRIPT_ARGS jobs, after the plain ones.
+        self.unique: dict[str, list[tuple[int, commands.UniqueJob]]] = defaultdict(list)
+        self.skipped: list[tuple[int, str]] = []
+        self._skipped_jids: set[str] = set()
 
     async def add(self, item: Any) -> None:
         # A tuple first: isinstance against the Mapping ABC is slow.
@@ -96,8 +120,25 @@ class ManyBatch:
                 extra=self.extra,
             )
             due = self.due
+            if self.options.unique is not None:
+                job["unique"] = unique_field(
+                    self.client.keys,
+                    name=self.name,
+                    args=args,
+                    kwargs=kwargs,
+                    queue=job["queue"],
+                    mode=self.options.unique,
+                    unique_for=self.options.unique_for,
+                    unique_key=self.options.unique_key,
+                )
+        position = self.added
+        self.added += 1
         one = payload.encode_job(job)
-        if due is not None:
+        lock = job.get("unique")
+        if lock is not None:
+            unique = commands.UniqueJob(lock["key"], str(job["jid"]), float(lock["for"]), one, due)
+            self.unique[job["queue"]].append((position, unique))
+        elif due is not None:
             self.scheduled.append(due)
             self.scheduled.append(one)
         else:
@@ -111,23 +152,37 @@ class ManyBatch:
         if not self.pending:
             return
         by_queue, scheduled, count = self.by_queue, self.scheduled, self.pending
+        unique, self.unique = self.unique, defaultdict(list)
         self.by_queue, self.scheduled, self.pending = defaultdict(list), [], 0
-        await self._send_chunk(by_queue, scheduled)
+        await self._send_chunk(by_queue, scheduled, unique)
         self.sent += count
 
+    def result(self) -> EnqueuedMany:
+        self.skipped.sort()
+        if not self.skipped:
+            return EnqueuedMany(self.jids, [])
+        kept = [jid for jid in self.jids if jid not in self._skipped_jids]
+        return EnqueuedMany(kept, list(self.skipped))
+
     async def _send_chunk(
-        self, by_queue: dict[str, list[bytes]], scheduled: list[EncodableArg]
+        self,
+        by_queue: dict[str, list[bytes]],
+        scheduled: list[EncodableArg],
+        unique: dict[str, list[tuple[int, commands.UniqueJob]]],
     ) -> None:
-        """One pipeline for one chunk."""
+        """One pipeline for one chunk (unique jobs in order, so of two items under
+        one key the second is skipped)."""
         client = self.client
         keys = client.keys
         enqueue = script("enqueue")
         schedule = script("schedule")
         # A cluster pipeline refuses SCRIPT LOAD: it goes ahead, to every primary.
+        locked = script("enqueue_unique")
         cluster = is_cluster(client.redis)
         if cluster:
-            for needed in (enqueue, schedule) if scheduled else (enqueue,):
-                await client.redis.script_load(needed.text)
+            needed = [enqueue, *([schedule] if scheduled else []), *([locked] if unique else [])]
+            for one in needed:
+                await client.redis.script_load(one.text)
         async with client.redis.pipeline(transaction=False) as pipe:
             # SCRIPT LOAD first makes the EVALSHAs behind it safe even right
             # after a SCRIPT FLUSH or a restart: no NOSCRIPT to recover from.
@@ -146,4 +201,24 @@ class ManyBatch:
                 for start in range(0, len(scheduled), 2 * SCRIPT_ARGS):
                     pairs = scheduled[start : start + 2 * SCRIPT_ARGS]
                     pipe.evalsha(schedule.sha, 2, *schedule_keys, *pairs)
-            await pipe.execute()
+            calls: list[list[tuple[int, commands.UniqueJob]]] = []
+            if unique:
+                if not cluster:
+                    pipe.script_load(locked.text)
+                for queue, items in unique.items():
+                    for start in range(0, len(items), SCRIPT_ARGS):
+                        call = items[start : start + SCRIPT_ARGS]
+                        lock_keys, lock_args = commands.enqueue_unique_args(
+                            keys, queue, [one for _, one in call]
+                        )
+                        pipe.evalsha(locked.sha, len(lock_keys), *lock_keys, *lock_args)
+                        calls.append(call)
+            replies = await pipe.execute()
+        for call, reply in zip(calls, replies[len(replies) - len(calls) :], strict=True):
+            jobs = [one for _, one in call]
+            for (position, one), done in zip(
+                call, commands.unique_enqueue_replies(jobs, reply), strict=True
+            ):
+                if not done.enqueued:
+                    self.skipped.append((position, done.holder))
+                    self._skipped_jids.add(one.jid)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,8 +42,9 @@ class Ack(NamedTuple):
     Only the raw bytes go to Redis (they are how the job is found on the
     in-progress list); the jid names the job in the worker's own logs.
     ``run``: its name, start and end for the metrics history (None: history off).
-    ``lock``: a key the job holds (an overlap=False periodic entry's running
-    lock, value = the jid), released with the ack, owner-checked; "" for none.
+    ``lock``: a key the job holds, value = its jid (an ``until_executed`` job's
+    unique lock, or an overlap=False periodic entry's running lock), released
+    in the ack's own step, owner-checked, when the ack removes the job; "" for none.
     """
 
     raw: bytes
@@ -51,9 +53,14 @@ class Ack(NamedTuple):
     lock: str = ""
 
 
+_raw_of = operator.itemgetter(0)  # Ack.raw
+_lock_of = operator.itemgetter(3)  # Ack.lock
+
+
 def _ack_args(keys: Keys, acks: Sequence[Ack]) -> list[EncodableArg]:
-    """The history groups and tags (both "" when no ack is counted), the acks, then the
-    release block (``release_owned``): "0" unless a finished job holds a lock."""
+    """The history groups and tags (both "" when no ack is counted), the acks,
+    then the release block (see ``ack_jobs.lua``): ``0`` when no finished job
+    holds a lock, so a plain ack pays one argument per call, not per job."""
     groups: bytes | str = ""
     tags: bytes | str = ""
     # The setting is per process, so a call's acks carry runs all or none: a
@@ -61,11 +68,14 @@ def _ack_args(keys: Keys, acks: Sequence[Ack]) -> list[EncodableArg]:
     if acks and (acks[0].run is not None or acks[-1].run is not None):
         groups, tags = history.pack([ack.run for ack in acks], keys.history_prefix)
     args: list[EncodableArg] = [groups, tags, len(acks)]
-    args.extend(ack.raw for ack in acks)
-    locked = [ack for ack in acks if ack.lock]
+    args.extend(map(_raw_of, acks))  # at C speed, as the look for locks below
+    if not any(map(_lock_of, acks)):  # the plain case
+        args.append(0)
+        return args
+    locked = [(i, ack) for i, ack in enumerate(acks, 1) if ack.lock]
     args.append(len(locked))
-    for ack in locked:
-        args.extend((ack.lock, ack.jid))
+    for position, ack in locked:
+        args.extend((position, ack.lock, ack.jid))
     return args
 
 
@@ -145,8 +155,10 @@ class Filing:
     entry: bytes
     counted: str | None = None
     aborted: bool = False
-    # A job of an overlap=False periodic entry: its running lock, and how long
-    # the lock is kept while the retry waits (None: released, dead or discard).
+    # The lock the job holds (value = its jid), settled in the filing's own
+    # step: an overlap=False periodic entry's running lock on every filing, an
+    # `until_executed` unique lock on a terminal one. ``lock_ttl``: how long the
+    # lock is kept while the retry waits (None: released, dead or discard).
     lock: str = ""
     lock_ttl: float | None = None
 
@@ -353,8 +365,17 @@ async def bury(redis: Redis, keys: Keys, *, source: str, entry: bytes, dead_entr
     )
 
 
-async def bury_orphan(redis: Redis, keys: Keys, *, raw: bytes, jid: str, dead_entry: bytes) -> bool:
-    """Move the head of repeat_orphans into dead with its ProcessDied entry."""
+async def bury_orphan(
+    redis: Redis,
+    keys: Keys,
+    *,
+    raw: bytes,
+    jid: str,
+    dead_entry: bytes,
+    release: tuple[str, str] | None = None,
+) -> bool:
+    """Move the head of repeat_orphans into dead with its ProcessDied entry (and
+    release its unique lock, owner-checked, in the same step)."""
     now = time.time()
     script_keys = [
         keys.repeat_orphans,
@@ -364,26 +385,52 @@ async def bury_orphan(redis: Redis, keys: Keys, *, raw: bytes, jid: str, dead_en
         keys.orphanings(jid),
     ]
     args: list[EncodableArg] = [raw, now, dead_entry, DAY_STAT_TTL, keys.periodic_running_prefix]
+    if release is not None:
+        args.extend(release)
     return bool(await script("bury_orphan").run(redis, script_keys, args))
 
 
 async def swap_dead_entry(
-    redis: Redis, keys: Keys, *, old: bytes, new: bytes, score: float
+    redis: Redis,
+    keys: Keys,
+    *,
+    old: bytes,
+    new: bytes,
+    score: float,
+    release: tuple[str, str] | None = None,
 ) -> bool:
     """Replace a dead entry atomically; False when it was already gone."""
-    return bool(await script("swap_dead_entry").run(redis, [keys.dead], [old, score, new]))
+    args: list[EncodableArg] = [old, score, new]
+    if release is not None:
+        args.extend(release)
+    return bool(await script("swap_dead_entry").run(redis, [keys.dead], args))
 
 
 async def release_lock(redis: Redis, key: str, token: str) -> bool:
     return bool(await script("release_lock").run(redis, [key], [token]))
 
 
+async def release_locks(redis: Redis, locks: Sequence[tuple[str, str]]) -> int:
+    """Release unique locks (key, jid), each owner-checked, in one call; how many went."""
+    return int(
+        await script("release_locks").run(
+            redis, [key for key, _ in locks], [jid for _, jid in locks]
+        )
+    )
+
+
 def unsettled_record(filing: Filing, keys: Keys) -> bytes:
     """The JSON record a stopping process hands over for a filing it couldn't make."""
     which = "dead" if filing.target == keys.dead else "retry"
-    return orjson.dumps(
-        {"set": which, "score": filing.score, "payload": filing.entry.decode(), "jid": filing.jid}
-    )
+    record: dict[str, Any] = {
+        "set": which,
+        "score": filing.score,
+        "payload": filing.entry.decode(),
+        "jid": filing.jid,
+    }
+    if filing.lock and filing.lock_ttl is None:
+        record["release"] = [filing.lock, filing.jid]
+    return orjson.dumps(record)
 
 
 async def park_unsettled(redis: Redis, keys: Keys, *, identity: str, filing: Filing) -> bool:
@@ -403,6 +450,7 @@ async def file_unsettled(
     score: float,
     entry: bytes,
     counted: str | None = None,
+    release: tuple[str, str] | None = None,
 ) -> bool:
     """File the head record of the unsettled list; False when someone else did.
 
@@ -422,6 +470,104 @@ async def file_unsettled(
         counted or "",
         history.MINUTE_TTL,
     ]
-    if target == keys.dead:
+    if target == keys.dead or release is not None:
         args.append(keys.periodic_running_prefix)  # a terminal failure releases its lock
+    if release is not None:
+        args.extend(release)
     return bool(await script("file_unsettled").run(redis, script_keys, args))
+
+
+@dataclass(frozen=True, slots=True)
+class UniqueEnqueue:
+    """What ``enqueue_unique`` did: enqueued, or not because ``holder`` holds the lock."""
+
+    enqueued: bool
+    holder: str
+
+
+@dataclass(frozen=True, slots=True)
+class UniqueJob:
+    """One unique job to enqueue: its lock, jid (the lock's value), TTL (s), payload, due."""
+
+    lock: str
+    jid: str
+    ttl: float
+    job: bytes
+    due: float | None = None
+
+
+def enqueue_unique_args(
+    keys: Keys, queue: str, jobs: Sequence[UniqueJob]
+) -> tuple[list[str], list[EncodableArg]]:
+    """KEYS and ARGV of one ``enqueue_unique.lua`` call (a pipeline builds them too)."""
+    script_keys = [
+        keys.queue(queue),
+        keys.queues,
+        keys.wakeup(queue),
+        keys.schedule,
+        keys.schedule_wakeup,
+        *(one.lock for one in jobs),
+    ]
+    args: list[EncodableArg] = [queue]
+    for one in jobs:
+        args.extend(
+            (one.jid, max(1, int(one.ttl * 1000)), one.job, "" if one.due is None else one.due)
+        )
+    return script_keys, args
+
+
+def unique_enqueue_replies(jobs: Sequence[UniqueJob], reply: Sequence[Any]) -> list[UniqueEnqueue]:
+    holders = [text(holder) for holder in reply]
+    return [
+        UniqueEnqueue(holder == one.jid, holder) for one, holder in zip(jobs, holders, strict=True)
+    ]
+
+
+async def enqueue_unique(
+    redis: Redis, keys: Keys, *, queue: str, jobs: Sequence[UniqueJob]
+) -> list[UniqueEnqueue]:
+    """For each job (in order), take its lock and push or schedule it, in one step."""
+    script_keys, args = enqueue_unique_args(keys, queue, jobs)
+    reply = await script("enqueue_unique").run(redis, script_keys, args)
+    return unique_enqueue_replies(jobs, reply)
+
+
+async def drop_jobs(
+    redis: Redis,
+    key: str,
+    *,
+    entries: Sequence[bytes] = (),
+    pop: int = 0,
+    kind: str = "zset",
+    lock_prefix: str = "",
+) -> int:
+    """Remove jobs an operator deletes and release their locks in the same step.
+
+    ``entries``: these exact sorted-set entries; else ``pop`` of them (a sorted
+    set's lowest scores, or a list's oldest: ``kind="list"``). Unique locks are
+    found from the payloads; periodic running locks too, given their
+    ``lock_prefix`` (``keys.periodic_running_prefix``).
+    """
+    if entries:
+        args: list[EncodableArg] = ["zrem", lock_prefix, *entries]
+    else:
+        args = ["rpop" if kind == "list" else "zpop", lock_prefix, pop]
+    return int(await script("drop_jobs").run(redis, [key], args))
+
+
+async def delete_orphan_lock(redis: Redis, keys: Keys, *, lock: str, holder: str) -> bool:
+    """Delete ``lock`` if ``holder`` still holds it and its job is nowhere (one step)."""
+    args: list[EncodableArg] = [
+        holder,
+        keys.queues,
+        keys.queue_prefix,
+        keys.in_progress_identities,
+        keys.in_progress_prefix,
+        keys.processes,
+        keys.workers(""),
+        keys.schedule,
+        keys.retry,
+        keys.unsettled,
+        keys.repeat_orphans,
+    ]
+    return bool(await script("delete_orphan_lock").run(redis, [lock], args))

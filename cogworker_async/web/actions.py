@@ -160,10 +160,28 @@ async def periodic_run(request: Request) -> Response:
     return back(request, "/periodic", note)
 
 
+async def lock_delete(request: Request) -> Response:
+    ui = ui_of(request)
+    key = first(await form(request), "key")
+    try:
+        gone = await api.delete_lock(redis_of(request), ui.keys, key)
+    except ValueError as exc:
+        return back(request, "/locks", str(exc))
+    return back(request, "/locks", f"deleted {key}" if gone else f"no lock {key!r}")
+
+
+async def locks_delete_orphaned(request: Request) -> Response:
+    ui = ui_of(request)
+    deleted = await api.delete_orphaned(redis_of(request), ui.keys)
+    return back(request, "/locks", f"deleted {len(deleted)} orphaned lock(s)")
+
+
 def routes() -> list[BaseRoute]:
     return [
         Route("/busy/signal", signal, methods=["POST"]),
         Route("/queues/{name}/{verb}", queue_action, methods=["POST"]),
         Route("/{segment}/action", set_action, methods=["POST"]),
         Route("/periodic/run", periodic_run, methods=["POST"]),
+        Route("/locks/delete", lock_delete, methods=["POST"]),
+        Route("/locks/delete-orphaned", locks_delete_orphaned, methods=["POST"]),
     ]

@@ -45,9 +45,10 @@ NAV = (
     ("retry", "/retries", "Retries"),
     ("dead", "/dead", "Dead"),
     ("periodic", "/periodic", "Periodic"),
+    ("locks", "/locks", "Locks"),
     ("quarantine", "/quarantine", "Quarantine"),
 )
-"""The pages in the navigation bar; a page added later (unique locks) adds a row here."""
+"""The pages in the navigation bar; a page added later adds a row here."""
 
 
 @dataclass

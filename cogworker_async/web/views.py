@@ -175,6 +175,22 @@ async def quarantine(request: Request) -> Response:
     return render(request, "quarantine.html", keys=found, page="quarantine")
 
 
+LOCKS_SHOWN = 500  # a page, not the whole keyspace: `locks list` has them all
+
+
+async def locks(request: Request) -> Response:
+    ui = ui_of(request)
+    found = await api.list_locks(redis_of(request), ui.keys)
+    return render(
+        request,
+        "locks.html",
+        locks=found[:LOCKS_SHOWN],
+        more=len(found) > LOCKS_SHOWN,
+        total=len(found),
+        page="locks",
+    )
+
+
 def routes() -> list[BaseRoute]:
     pages: list[BaseRoute] = [
         Route("/", dashboard),
@@ -183,6 +199,7 @@ def routes() -> list[BaseRoute]:
         Route("/queues", queues),
         Route("/queues/{name}", queue),
         Route("/periodic", periodic),
+        Route("/locks", locks),
         Route("/quarantine", quarantine),
     ]
     for segment in SETS:

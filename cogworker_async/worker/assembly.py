@@ -22,6 +22,7 @@ from cogworker_async.keys import Keys
 from cogworker_async.middleware import ServerMiddleware
 from cogworker_async.periodic.running import PeriodicRuns
 from cogworker_async.settings import Settings
+from cogworker_async.unique.releases import DeferredReleases
 from cogworker_async.worker.fetcher import Fetcher
 from cogworker_async.worker.heartbeat import Heartbeat
 from cogworker_async.worker.keyguard import KeyGuard
@@ -37,6 +38,7 @@ class Parts:
     fetcher: Fetcher
     processors: Processors
     heartbeat: Heartbeat
+    releases: DeferredReleases
 
 
 def build_parts(
@@ -93,6 +95,9 @@ def build_parts(
         prefetch=settings.effective_prefetch,
         on_wrong_type=key_guard.request_check,
     )
+    # Unique locks whose release failed: retried by a duty, handed over at shutdown.
+    releases = DeferredReleases(redis, keys, logger)
+    settler.releases = releases
     processors = Processors(
         fetcher,
         settler,
@@ -104,6 +109,7 @@ def build_parts(
         tracker=Tracker(redis, keys, settings, logger),
         history=settings.metrics_history,
         periodic=PeriodicRuns(redis, keys, logger),
+        releases=releases,
     )
     # What the fetcher may forget the source queue of: none of these.
     fetcher.ours = known_jobs
@@ -129,4 +135,4 @@ def build_parts(
         on_wrong_type=deliver_wrong_type,
         jobs=registry.names,
     )
-    return Parts(key_guard, settler, fetcher, processors, heartbeat)
+    return Parts(key_guard, settler, fetcher, processors, heartbeat, releases)

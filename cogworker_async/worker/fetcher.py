@@ -182,7 +182,8 @@ class Fetcher:
     def ack(self, raw: bytes, jid: str, run: Run | None = None, lock: str = "") -> None:
         """Acknowledge a finished job with the next call (batched); ``run``: what the
         metrics history counts of it, in the same call; ``lock``: a key the job holds
-        (value: its jid), released in the same step."""
+        (value: its jid: a unique or periodic running lock), released in that call's
+        step if the ack removes the job."""
         if not self.reliable:
             raw, jid = b"", jid if lock else ""  # basic mode: nothing to remove, only counted
         self._acks.add(Ack(raw, jid, run, lock))

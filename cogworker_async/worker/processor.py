@@ -37,6 +37,7 @@ from cogworker_async.jobs import JobFunction, JobRegistry
 from cogworker_async.middleware import Next, ServerMiddleware, wrap_server_chain
 from cogworker_async.periodic.running import PJID, PeriodicRuns
 from cogworker_async.store.commands import Filing
+from cogworker_async.unique import DeferredReleases, release_of
 from cogworker_async.worker.aborting import (
     MARKED,
     NOT_ABORTED,
@@ -86,6 +87,7 @@ class Processors:
         tracker: Tracker | None = None,
         history: bool = False,
         periodic: PeriodicRuns | None = None,
+        releases: DeferredReleases | None = None,
     ) -> None:
         self._fetcher = fetcher
         # The metrics history: each success's name, minute and run time go
@@ -100,6 +102,7 @@ class Processors:
         self._track_all = tracker is not None and tracker.all
         # Periodic jobs (a payload with periodic_pjid): their running lock and result.
         self._periodic = periodic
+        self._releases = releases
         self._log = logger
         self._debug = logger.isEnabledFor(logging.DEBUG)
         self.running: dict[int, RunningJob] = {}
@@ -199,7 +202,9 @@ class Processors:
             if self._debug:
                 self._log.debug("jid=%s %s start queue=%s", job["jid"], job["class"], job["queue"])
             # Inlined _tracked(): a plain job pays these flag checks, not a call.
-            if (
+            if "unique" in job:
+                await self._run_unique(slot, raw, job, function, started)
+            elif (
                 self._track_all
                 or "status" in job
                 or "keep_result" in job
@@ -253,6 +258,8 @@ class Processors:
             if lock:
                 run = (job["class"], started, time.time()) if self._history else None
                 self._fetcher.ack(raw, job["jid"], run, lock)  # the lock released with the ack
+            elif "unique" in job:
+                self._ack_unique(raw, job, started)
             elif self._history:
                 self._fetcher.ack(raw, job["jid"], (job["class"], started, time.time()))
             else:
@@ -317,6 +324,41 @@ class Processors:
             or "keep_result" in job
             or (function is not None and function.tracks)
         )
+
+    async def _run_unique(
+        self,
+        slot: int,
+        raw: bytes,
+        job: dict[str, Any],
+        function: JobFunction[Any, Any] | None,
+        started: float,
+    ) -> None:
+        """A unique job: ``until_executing`` releases its lock as its run starts
+        (awaited: the lock is gone before the handler runs). ``until_executed``
+        releases it in the step that settles it: its ack (``_ack``) or, failed
+        for good, its filing. Owner-checked; a failed release is deferred."""
+        releases = self._releases
+        if releases is not None:
+            at_start = release_of(job, terminal=False)
+            if at_start is not None:
+                await releases.release(at_start)
+        if self._tracked(job, function):
+            await self._run_tracked(slot, raw, job, function, started)
+        else:
+            await self._run(raw, job, function)
+
+    def _ack_unique(self, raw: bytes, job: dict[str, Any], started: float) -> None:
+        """Ack a unique job that succeeded, its lock released in the ack's own step
+        (reliable mode). In basic mode an ack removes nothing and is not sent at
+        shutdown: the release goes out on its own, coalesced (``release_soon``)."""
+        release = release_of(job, terminal=True)
+        run = (job["class"], started, time.time()) if self._history else None
+        if release is not None and self._fetcher.reliable:
+            self._fetcher.ack(raw, job["jid"], run, release.key)
+            return
+        self._fetcher.ack(raw, job["jid"], run)
+        if release is not None and self._releases is not None:
+            self._releases.release_soon(release)
 
     async def _run_tracked(
         self,

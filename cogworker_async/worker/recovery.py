@@ -33,6 +33,7 @@ from cogworker_async.settings import Settings
 from cogworker_async.store import commands
 from cogworker_async.store.faults import is_outage, is_wrong_type
 from cogworker_async.store.replies import text as _text
+from cogworker_async.unique.lock import release_of
 from cogworker_async.worker.keyguard import guard_recovery_keys
 from cogworker_async.worker.unsettled import file_unsettled
 
@@ -194,8 +195,15 @@ class Recovery:
                 job = {"jid": "", **payload.raw_fields(raw)}
             job.update(self._error_fields())
             jid = str(job.get("jid", ""))
+            # Terminal: its unique lock (until_executed) goes in the burial's step.
+            lock = release_of(job, terminal=True)
             if await commands.bury_orphan(
-                self._redis, self._keys, raw=raw, jid=jid, dead_entry=orjson.dumps(job)
+                self._redis,
+                self._keys,
+                raw=raw,
+                jid=jid,
+                dead_entry=orjson.dumps(job),
+                release=None if lock is None else (lock.key, lock.jid),
             ):
                 self.counters.buried += 1
                 await self._count("process_died", 1)
@@ -211,8 +219,14 @@ class Recovery:
                 job = payload.raw_fields(raw)
             job.update(self._error_fields())
             try:
+                lock = release_of(job, terminal=True)
                 if await commands.swap_dead_entry(
-                    self._redis, self._keys, old=raw, new=orjson.dumps(job), score=time.time()
+                    self._redis,
+                    self._keys,
+                    old=raw,
+                    new=orjson.dumps(job),
+                    score=time.time(),
+                    release=None if lock is None else (lock.key, lock.jid),
                 ):
                     self.counters.buried += 1
                     await self._count("process_died", 1)

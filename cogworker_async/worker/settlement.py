@@ -36,6 +36,8 @@ from cogworker_async.store import aborts, commands
 from cogworker_async.store.commands import Filing
 from cogworker_async.store.faults import FailureLog, is_outage
 from cogworker_async.timing import retry_backoff
+from cogworker_async.unique.lock import Release, release_of
+from cogworker_async.unique.releases import DeferredReleases
 
 DUPLICATE_WARNING = "recovered while still running here: it may have run twice"
 RETRY_FIRST = 1.0  # s before a filing refused by a non-outage error is tried again
@@ -61,6 +63,15 @@ def retry_limit(
     if isinstance(option, int) and option >= 0:
         return option
     return settings.max_retries
+
+
+def _lock(job: dict[str, Any]) -> str:
+    """The unique lock a terminal filing releases in its own step (``until_executed``);
+    "" for none."""
+    if "unique" not in job:
+        return ""
+    release = release_of(job, terminal=True)
+    return "" if release is None else release.key
 
 
 def error_class_name(exc: BaseException) -> str:
@@ -93,6 +104,9 @@ class Settler:
         self._failures = FailureLog("Filing", logger, on_wrong_type=on_wrong_type)
         self.duplicates_suspected = 0
         self._unflushed_duplicates = 0
+        # Where a discarded job's lock (unique or periodic) goes when its filing
+        # is dropped at shutdown (set by the worker; a discard filed normally releases in-script).
+        self.releases: DeferredReleases | None = None
 
     def failure_filing(
         self,
@@ -156,15 +170,19 @@ class Settler:
                 job.get("class"),
                 job["error_class"],
             )
-            return Filing(raw, str(job.get("jid", "")), None, now, b"")
+            return Filing(raw, str(job.get("jid", "")), None, now, b"", lock=_lock(job))
         if count >= limit:
-            return Filing(raw, str(job["jid"]), self._keys.dead, now, orjson.dumps(job))
+            return Filing(
+                raw, str(job["jid"]), self._keys.dead, now, orjson.dumps(job), lock=_lock(job)
+            )
         decision = self._ask(retry_in, count, exc, job)
         if decision == "discard":
             self._log.warning("jid=%s: retry_in said discard: not run again", job.get("jid"))
-            return Filing(raw, str(job.get("jid", "")), None, now, b"")
+            return Filing(raw, str(job.get("jid", "")), None, now, b"", lock=_lock(job))
         if decision == "dead":
-            return Filing(raw, str(job["jid"]), self._keys.dead, now, orjson.dumps(job))
+            return Filing(
+                raw, str(job["jid"]), self._keys.dead, now, orjson.dumps(job), lock=_lock(job)
+            )
         delay = retry_backoff(count, self._rng) if decision is None else float(decision)
         return Filing(raw, str(job["jid"]), self._keys.retry, now + delay, orjson.dumps(job))
 
@@ -270,6 +288,8 @@ class Settler:
         for raw, filing in list(self.pending.items()):
             if filing.target is None:
                 finished.append(raw)  # retry=False: dropping it is its settlement
+                if filing.lock and filing.lock_ttl is None and self.releases is not None:
+                    self.releases.defer(Release(filing.lock, filing.jid))  # handed over next
                 continue
             try:
                 await commands.park_unsettled(

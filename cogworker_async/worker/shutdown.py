@@ -21,6 +21,7 @@ from redis.asyncio import Redis
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
 from cogworker_async.store import commands
+from cogworker_async.unique import DeferredReleases, Release
 from cogworker_async.worker.fetcher import Fetcher
 from cogworker_async.worker.heartbeat import Heartbeat
 from cogworker_async.worker.settlement import Settler
@@ -40,6 +41,7 @@ async def finish(
     heartbeat: Heartbeat,
     logger: logging.Logger,
     still_running: Sequence[bytes] = (),
+    releases: DeferredReleases | None = None,
 ) -> None:
     """``still_running``: jobs whose thread was left running (threads can't be
     stopped). Kept on the list, not requeued, so they can't run twice at once;
@@ -53,6 +55,12 @@ async def finish(
                 unacked = []
             except Exception as exc:  # noqa: BLE001 - shutdown goes on whatever failed
                 logger.warning("final ack failed (%s): dropping them with the requeue", exc)
+                if releases is not None:
+                    # They ran: their locks (unique, periodic) go, later or by the
+                    # next worker.
+                    for ack in unacked:
+                        if ack.lock:
+                            releases.defer(Release(ack.lock, ack.jid))
         await settler.settle_pending()
         discarded, keep = await settler.hand_over_pending()
         keep = [*keep, *still_running]

@@ -55,6 +55,7 @@ async def file_unsettled(
             score=float(record["score"]),
             entry=record["payload"].encode(),
             counted=_name(record["payload"]) if history else None,
+            release=_release(record),
         ):
             filed += 1
             logger.info("filed handed-over failure jid=%s in %s", record.get("jid"), record["set"])
@@ -69,6 +70,19 @@ def _name(entry: str) -> str:
         return ""
     name = job.get("class") if isinstance(job, dict) else None
     return name if isinstance(name, str) else ""
+
+
+def _release(record: dict[str, Any]) -> tuple[str, str] | None:
+    """The unique lock a dead record releases when filed (``[key, jid]``), if any."""
+    pair = record.get("release")
+    if (
+        record["set"] == "dead"
+        and isinstance(pair, list)
+        and len(pair) == 2
+        and all(isinstance(part, str) and part for part in pair)
+    ):
+        return (pair[0], pair[1])
+    return None
 
 
 async def _quarantine(redis: Redis, keys: Keys, raw: bytes, logger: logging.Logger) -> None:

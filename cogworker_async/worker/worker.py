@@ -33,6 +33,7 @@ from cogworker_async.periodic.ticker import Ticker
 from cogworker_async.settings import Settings
 from cogworker_async.store.connection import connect, discovered
 from cogworker_async.worker.abort_listener import AbortWatcher
+from cogworker_async.unique.releases import DeferredReleases
 from cogworker_async.worker.assembly import build_parts
 from cogworker_async.worker.duties import start_duties
 from cogworker_async.worker.fetcher import Fetcher
@@ -52,6 +53,9 @@ log = logging.getLogger("cogworker_async.worker")
 # The longest ``async with worker:`` waits for the worker to run before the
 # block goes on anyway (the worker keeps starting in the background).
 ENTER_WAIT = 2.0
+
+
+RELEASE_INTERVAL = 5.0  # s between passes of the deferred unique-lock releases
 
 
 def new_identity() -> str:
@@ -108,6 +112,7 @@ class Worker:
         self.fetcher: Fetcher | None = None
         self.settler: Settler | None = None
         self.heartbeat: Heartbeat | None = None
+        self.releases: DeferredReleases | None = None
         self.recovery: Recovery | None = None
         self.reconciler: Reconciler | None = None
         self.key_guard: KeyGuard | None = None
@@ -316,6 +321,7 @@ class Worker:
         )
         self.key_guard, self.settler, self.fetcher = parts.key_guard, parts.settler, parts.fetcher
         self.processors, self.heartbeat = parts.processors, parts.heartbeat
+        self.releases = parts.releases
 
     def _start_duties(self, duties: TaskGroup, redis: Any) -> None:
         settings = self.settings
@@ -346,7 +352,11 @@ class Worker:
             recovery=self.recovery if self._reliable else None,
             reconciler=self.reconciler,
             key_guard=self.key_guard,
-            extra=[*self._periodic_duty(redis), *self._abort_duties(duties, redis)],
+            extra=[
+                *self._periodic_duty(redis),
+                *self._abort_duties(duties, redis),
+                *self._release_duty(),
+            ],
         )
 
     def _abort_duties(
@@ -368,6 +378,14 @@ class Worker:
             return []
         self.ticker = Ticker(redis, self.keys, self.periodic, self.log)
         return [("Periodic ticker", self.ticker.tick, self.ticker.interval)]
+
+    def _release_duty(
+        self,
+    ) -> list[tuple[str, Callable[[], Awaitable[object]], Callable[[], float]]]:
+        # Failed unique-lock releases, and those stopped workers handed over.
+        assert self.releases is not None
+        interval = min(RELEASE_INTERVAL, self.settings.orphan_check_interval)
+        return [("Unique releases", self.releases.once, lambda: interval)]
 
     def _known_jobs(self) -> list[bytes]:
         """Every in-progress job this process holds in memory (see Reconciler)."""
@@ -455,7 +473,12 @@ class Worker:
             heartbeat=self.heartbeat,
             logger=self.log,
             still_running=list(self.processors.left_running),
+            releases=self.releases,
         )
+        if self.releases is not None:
+            # Last: a discard dropped by the shutdown defers its release too.
+            with anyio.move_on_after(self.settings.socket_timeout):
+                await self.releases.close()
 
 
 async def _exit_group(group: TaskGroup, exc: BaseException) -> None:

@@ -33,6 +33,7 @@ PAGES = [
     "/dead?q=emails",
     "/retries?q=script",
     "/periodic",
+    "/locks",
     "/quarantine",
 ]
 

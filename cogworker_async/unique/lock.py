@@ -1,0 +1,117 @@
+"""Unique-job locks: which key a job locks, and what its payload carries.
+
+Invariant: a lock exists only beside its job. ``enqueue_unique.lua`` takes the
+lock (value: the jid, TTL ``unique_for``) and writes the job in one step, so
+there is never a lock without a job nor two jobs under one lock. The payload's
+``unique`` field (``{"key", "mode", "for"}``) is all a worker, recovery or an
+operator's delete needs to release it, owner-checked, on a terminal path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import orjson
+
+from cogworker_async.keys import Keys
+
+UniqueMode = Literal["until_executed", "until_executing"]
+UNIQUE_MODES: tuple[str, ...] = ("until_executed", "until_executing")
+# A lock outlives a lost job by at most this much when the job gives no
+# unique_for: every lock has a TTL, so none can stick forever.
+DEFAULT_UNIQUE_FOR = 3600.0
+UniqueKey = Callable[..., Any]
+"""``unique_key(*args, **kwargs)``: the value (JSON-able, or its ``str``) a lock is keyed by."""
+
+
+def check_unique(
+    unique: str | None, unique_for: float | None, unique_key: UniqueKey | None
+) -> None:
+    """Refuse a mode we don't know, a TTL that is no time, or options without a mode."""
+    if unique is not None and unique not in UNIQUE_MODES:
+        raise ValueError(f"unique must be one of {', '.join(UNIQUE_MODES)}, got {unique!r}")
+    if unique_for is not None:
+        if isinstance(unique_for, bool) or not isinstance(unique_for, int | float):
+            raise TypeError(f"unique_for must be a number of seconds, got {unique_for!r}")
+        if not (math.isfinite(unique_for) and unique_for > 0):
+            raise ValueError(f"unique_for must be positive and finite (seconds), got {unique_for}")
+    if unique_key is not None and not callable(unique_key):
+        raise TypeError(f"unique_key must be a callable, got {unique_key!r}")
+
+
+def digest(
+    name: str,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    queue: str,
+    unique_key: UniqueKey | None = None,
+) -> str:
+    """The lock's digest: over (name, args, kwargs, queue), or the user function's value."""
+    if unique_key is not None:
+        value: Any = unique_key(*args, **kwargs)
+        material = orjson.dumps([name, value], default=str, option=orjson.OPT_SORT_KEYS)
+    else:
+        material = orjson.dumps(
+            [name, list(args), dict(kwargs), queue], default=str, option=orjson.OPT_SORT_KEYS
+        )
+    return hashlib.sha1(material, usedforsecurity=False).hexdigest()
+
+
+def lock_key(keys: Keys, name: str, hexdigest: str) -> str:
+    """``<ns>:unique:<name>:<digest>``: the name makes ``locks list`` readable."""
+    return keys.unique(f"{name}:{hexdigest}")
+
+
+def releases_key(keys: Keys) -> str:
+    """Where a stopping worker hands over releases it could not make (a list of
+    ``{"key", "jid"}``); the next worker's deferred-release duty drains it.
+    Not a lock: two colons short of one, and a list."""
+    return keys.unique("~releases")
+
+
+def unique_field(
+    keys: Keys,
+    *,
+    name: str,
+    args: Sequence[Any],
+    kwargs: Mapping[str, Any],
+    queue: str,
+    mode: str,
+    unique_for: float | None,
+    unique_key: UniqueKey | None,
+) -> dict[str, Any]:
+    """The payload's ``unique`` field for one job."""
+    ttl = DEFAULT_UNIQUE_FOR if unique_for is None else float(unique_for)
+    key = lock_key(keys, name, digest(name, args, kwargs, queue, unique_key))
+    return {"key": key, "mode": mode, "for": ttl}
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """A lock to release: its key, and the jid that must still hold it."""
+
+    key: str
+    jid: str
+
+
+def release_of(job: Mapping[str, Any], *, terminal: bool) -> Release | None:
+    """The lock a job releases on this path, if any.
+
+    ``terminal``: the job is done for good (success, dead, discard, burial);
+    an ``until_executing`` job released its lock when its run started, so
+    only ``until_executed`` releases here. Not terminal: the run's start.
+    """
+    field = job.get("unique")
+    if not isinstance(field, dict):
+        return None
+    key, jid = field.get("key"), job.get("jid")
+    if not isinstance(key, str) or not isinstance(jid, str) or not key:
+        return None
+    mode = field.get("mode", "until_executed")
+    if terminal != (mode != "until_executing"):
+        return None
+    return Release(key, jid)
