@@ -9,7 +9,8 @@
 -- KEYS[2] = the tombstones (<ns>:aborted, sorted set: jid -> when aborted)
 -- KEYS[3] = stats:aborted
 -- ARGV[1] = JSON {jid, now (epoch s: the tombstone's score), keep (s a
---           tombstone is kept: older ones are pruned), start, window}
+--           tombstone is kept: older ones are pruned), start, window,
+--           lock_prefix (the periodic running-lock prefix)}
 -- ARGV[2] = (sorted set only) the exact entry to remove; absent for a queue,
 --           which is searched from index `start` for `window` entries.
 --           Searched from the head: a push (LPUSH) moves entries towards
@@ -18,11 +19,19 @@
 -- Returns {1, the removed entry} when removed; else {0, the next window's
 -- start} for a queue with more to search, or {0, -1} when there is nothing
 -- more (the entry is gone, or the queue ends).
+-- The removed job never runs, so the lock it holds goes in the same step,
+-- owner-checked: its unique lock, or its periodic entry's running lock (keys
+-- from the payload and the prefix: with a hash-tagged namespace, in its slot).
+
+--- @include release_unique
+--- @include running_lock
 
 local config = cjson.decode(ARGV[1])
 local jid = config["jid"]
 
-local function tombstone()
+local function tombstone(entry)
+  pcall(release_unique_of, entry)
+  release_for(entry, config["lock_prefix"])
   local now = tonumber(config["now"])
   redis.call("ZADD", KEYS[2], now, jid)
   redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", "(" .. (now - tonumber(config["keep"])))
@@ -31,7 +40,7 @@ end
 
 if ARGV[2] then
   if redis.call("ZREM", KEYS[1], ARGV[2]) == 1 then
-    tombstone()
+    tombstone(ARGV[2])
     return {1, ARGV[2]}
   end
   return {0, -1}
@@ -49,7 +58,7 @@ for i, entry in ipairs(entries) do
       -- at once, not after every newer one.
       local nearer_tail = start + i - 1 > redis.call("LLEN", KEYS[1]) / 2
       redis.call("LREM", KEYS[1], nearer_tail and -1 or 1, entry)
-      tombstone()
+      tombstone(entry)
       return {1, entry}
     end
   end

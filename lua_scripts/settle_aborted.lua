@@ -7,7 +7,13 @@
 -- KEYS[1] = the process's in-progress list, KEYS[2] = the job's orphan counter
 -- KEYS[3] = stats:aborted, KEYS[4] = the tombstones (<ns>:aborted)
 -- ARGV[1] = the job exactly as fetched, ARGV[2] = its jid, ARGV[3] = now (epoch s)
--- Returns 1 when settled; 0 when the job was no longer on the list.
+-- ARGV[4] = (optional) a lock the job holds, value = its jid (its unique lock
+--   or its overlap=False periodic entry's running lock): released,
+--   owner-checked, in the same step (an aborted job is done for good)
+-- Returns 1 when settled; 0 when the job was no longer on the list (then the
+-- lock is kept: recovery requeued the job, which runs again and holds it).
+
+--- @include release_unique
 
 if not redis.call("LPOS", KEYS[1], ARGV[1]) then
   return 0
@@ -17,4 +23,7 @@ redis.pcall("DEL", KEYS[2])
 redis.pcall("INCR", KEYS[3])
 -- Kept (or put back, if pruned) so that a second abort answers "finished".
 redis.pcall("ZADD", KEYS[4], "NX", ARGV[3], ARGV[2])
+if ARGV[4] and ARGV[4] ~= "" then
+  pcall(release_unique, ARGV[4], ARGV[2])
+end
 return 1

@@ -223,9 +223,7 @@ async def clear_queue(redis: Redis, keys: Keys, queue: str) -> int:
     key = keys.queue(check_queue_name(queue))
     try:
         # With the unique locks the removed jobs hold (unique/drop.py).
-        return await drop_all(
-            redis, key, kind="list", lock_prefix=keys.periodic_running_prefix
-        )
+        return await drop_all(redis, key, kind="list", lock_prefix=keys.periodic_running_prefix)
     except ResponseError as exc:
         if not _is_wrong_type(exc):
             raise

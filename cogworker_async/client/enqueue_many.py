@@ -181,8 +181,8 @@ class ManyBatch:
         cluster = is_cluster(client.redis)
         if cluster:
             needed = [enqueue, *([schedule] if scheduled else []), *([locked] if unique else [])]
-            for one in needed:
-                await client.redis.script_load(one.text)
+            for loaded in needed:
+                await client.redis.script_load(loaded.text)
         async with client.redis.pipeline(transaction=False) as pipe:
             # SCRIPT LOAD first makes the EVALSHAs behind it safe even right
             # after a SCRIPT FLUSH or a restart: no NOSCRIPT to recover from.

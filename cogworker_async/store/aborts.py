@@ -62,7 +62,14 @@ async def abort_entry(
     """Remove job ``jid`` from ``source``: the exact sorted-set ``member`` given, or the
     first match in the queue window ``[start, start + window)``."""
     config = orjson.dumps(
-        {"jid": jid, "now": time.time(), "keep": TOMBSTONE_KEEP, "start": start, "window": window}
+        {
+            "jid": jid,
+            "now": time.time(),
+            "keep": TOMBSTONE_KEEP,
+            "start": start,
+            "window": window,
+            "lock_prefix": keys.periodic_running_prefix,
+        }
     )
     args: list[EncodableArg] = [config] if member is None else [config, member]
     script_keys = [source, keys.aborted, keys.stat("aborted")]
@@ -174,8 +181,14 @@ async def finished(redis: Redis, keys: Keys, jid: str, *, window: int = WINDOW) 
     return False
 
 
-async def settle_aborted(redis: Redis, keys: Keys, *, identity: str, raw: bytes, jid: str) -> bool:
-    """Settle a job this process aborted; False when it was no longer on the list."""
+async def settle_aborted(
+    redis: Redis, keys: Keys, *, identity: str, raw: bytes, jid: str, lock: str = ""
+) -> bool:
+    """Settle a job this process aborted; False when it was no longer on the list.
+
+    ``lock``: a lock the job holds (its unique lock or its periodic running
+    lock, value = ``jid``), released owner-checked in the same step: an
+    aborted job is done for good."""
     script_keys = [
         keys.in_progress(identity),
         keys.orphanings(jid),
@@ -183,6 +196,8 @@ async def settle_aborted(redis: Redis, keys: Keys, *, identity: str, raw: bytes,
         keys.aborted,
     ]
     args: list[EncodableArg] = [raw, jid, time.time()]
+    if lock:
+        args.append(lock)
     return bool(await script("settle_aborted").run(redis, script_keys, args))
 
 

@@ -297,7 +297,7 @@ class Processors:
         )
         function = self._registry.get(job["class"])
         with anyio.CancelScope(shield=True):
-            await self._settler.file(self._settler.aborted_filing(running.raw, str(job["jid"])))
+            await self._settler.file(self._settler.aborted_filing(running.raw, job))
             if self._tracker is not None and self._tracked(job, function):
                 await self._tracker.aborted(slot, job, function)
 

@@ -240,14 +240,21 @@ class Settler:
                 "filed when Redis is back" if is_outage(exc) else "tried again with back-off",
             )
 
-    def aborted_filing(self, raw: bytes, jid: str) -> Filing:
-        """The settlement of a job aborted here: off the list, counted, not retried."""
-        return Filing(raw, jid, None, time.time(), b"", aborted=True)
+    def aborted_filing(self, raw: bytes, job: dict[str, Any]) -> Filing:
+        """The settlement of a job aborted here: off the list, counted, not retried,
+        its lock (unique or periodic running) released in the same step."""
+        lock = _lock(job) or running_lock(job, self._keys)
+        return Filing(raw, str(job["jid"]), None, time.time(), b"", aborted=True, lock=lock)
 
     async def _file(self, filing: Filing) -> None:
         if filing.aborted:
             settled = await aborts.settle_aborted(
-                self._redis, self._keys, identity=self._identity, raw=filing.raw, jid=filing.jid
+                self._redis,
+                self._keys,
+                identity=self._identity,
+                raw=filing.raw,
+                jid=filing.jid,
+                lock=filing.lock,
             )
             if not settled:
                 self.note_duplicate(filing.jid)

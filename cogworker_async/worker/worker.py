@@ -32,8 +32,8 @@ from cogworker_async.periodic.entries import Entry
 from cogworker_async.periodic.ticker import Ticker
 from cogworker_async.settings import Settings
 from cogworker_async.store.connection import connect, discovered
-from cogworker_async.worker.abort_listener import AbortWatcher
 from cogworker_async.unique.releases import DeferredReleases
+from cogworker_async.worker.abort_listener import AbortWatcher
 from cogworker_async.worker.assembly import build_parts
 from cogworker_async.worker.duties import start_duties
 from cogworker_async.worker.fetcher import Fetcher

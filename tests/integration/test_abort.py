@@ -91,7 +91,13 @@ async def quick(pause: float) -> None:
     await asyncio.sleep(pause)
 
 
-ALL: list[JobFunction[Any, Any]] = [record, hangs, swallows, blocking, flaky, quick]
+@job(name="ab.unique", unique="until_executed")
+async def unique_hangs(account: int) -> None:
+    started["unique"].set()
+    await anyio.sleep_forever()
+
+
+ALL: list[JobFunction[Any, Any]] = [record, hangs, swallows, blocking, flaky, quick, unique_hangs]
 
 
 @pytest.fixture(autouse=True)
@@ -459,3 +465,39 @@ async def test_a_fetched_job_waiting_for_a_processor_is_never_run(
         await wait_for(both_settled)
     assert ran == []
     assert await _count(redis, keys.stats_processed) == 0
+
+
+async def test_an_aborted_unique_job_releases_its_lock(settings: Settings, redis: Redis) -> None:
+    """Aborted is terminal: waiting or running, the job's unique lock goes with
+    it, so the same job can be enqueued again at once (not after the lock's TTL)."""
+    async with Client(settings) as client:
+        waiting = await client.enqueue(unique_hangs, 1)
+        assert waiting is not None
+        assert not waiting.duplicate
+        assert await waiting.abort() is AbortOutcome.REMOVED
+        again = await client.enqueue(unique_hangs, 1)
+        assert again is not None
+        assert not again.duplicate
+        started["unique"] = anyio.Event()
+        async with Worker(settings, jobs=ALL) as worker:
+            with anyio.fail_after(10):
+                await started["unique"].wait()
+            assert (await client.enqueue(unique_hangs, 1)).duplicate  # type: ignore[union-attr]
+            assert worker.aborts is not None
+            await worker.aborts.subscribed.wait()
+            assert await again.abort() is AbortOutcome.CANCELLING
+
+            async def enqueued_anew() -> bool:
+                third = await client.enqueue(unique_hangs, 1)
+                assert third is not None
+                if third.duplicate:
+                    return False
+                assert await third.abort() is not AbortOutcome.NOT_FOUND
+                return True
+
+            await wait_for(enqueued_anew)
+
+            async def no_lock_left() -> bool:
+                return not await redis.keys("*unique:ab.unique*")
+
+            await wait_for(no_lock_left)  # the third, aborted too, released its own

@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 from cogworker_async.embedded import EmbeddedRedis
 from cogworker_async.keys import Keys
 from cogworker_async.store import aborts, commands
-from tests.lua.support import enqueue, jid_of, make_job
+from tests.lua.support import enqueue, jid_of, make_job, new_jid
 
 pytestmark = pytest.mark.anyio
 
@@ -178,3 +178,61 @@ async def test_a_user_refused_the_channel_still_leaves_the_tombstone(
         await limited.aclose()
         sync_client.execute_command("ACL", "DELUSER", user)
     assert await redis.zscore(keys.aborted, "d" * 24) is not None
+
+
+def _lock_holding_job(keys: Keys, kind: str) -> tuple[bytes, str]:
+    """A queued job that holds a lock: a unique one, or a periodic running lock."""
+    jid = new_jid()
+    if kind == "unique":
+        lock = keys.unique("t.job:abort")
+        unique = {"key": lock, "mode": "until_executed", "for": 60}
+        return make_job("q", jid=jid, unique=unique), lock
+    fields = {"periodic_pjid": "nightly", "periodic_slot": 60.0, "periodic_until_executed": True}
+    return make_job("q", jid=jid, **fields), keys.periodic_running("nightly")
+
+
+@pytest.mark.parametrize("kind", ["unique", "periodic"])
+@pytest.mark.parametrize("where", ["queue", "schedule"])
+async def test_an_aborted_waiting_job_releases_its_lock_owner_checked(
+    redis: Redis, keys: Keys, kind: str, where: str
+) -> None:
+    """It never runs, so its lock goes in the step that removes it; a lock a
+    newer copy holds stays."""
+    for holder, released in (("self", True), ("a-newer-copy", False)):
+        job, lock = _lock_holding_job(keys, kind)
+        jid = jid_of(job)
+        await redis.set(lock, jid if holder == "self" else holder)
+        if where == "queue":
+            await enqueue(redis, keys, "q", job)
+        else:
+            await redis.zadd(keys.schedule, {job: time.time() + 60})
+        removed = await aborts.remove_waiting(redis, keys, jid)
+        assert removed is not None
+        assert removed.entry == job
+        assert (await redis.exists(lock) == 0) == released
+        await redis.delete(lock)
+
+
+@pytest.mark.parametrize("kind", ["unique", "periodic"])
+async def test_settle_aborted_releases_the_lock_it_is_given(
+    redis: Redis, keys: Keys, kind: str
+) -> None:
+    job, lock = _lock_holding_job(keys, kind)
+    jid = jid_of(job)
+    await _fetched(redis, keys, job)
+    await redis.set(lock, jid)
+    assert await aborts.settle_aborted(redis, keys, identity=ME, raw=job, jid=jid, lock=lock)
+    assert await redis.exists(lock) == 0
+    # Owner-checked, and a job no longer listed (requeued by recovery) keeps it.
+    again, lock = _lock_holding_job(keys, kind)
+    await _fetched(redis, keys, again)
+    await redis.set(lock, "a-newer-copy")
+    assert await aborts.settle_aborted(
+        redis, keys, identity=ME, raw=again, jid=jid_of(again), lock=lock
+    )
+    assert await redis.get(lock) == b"a-newer-copy"
+    await redis.set(lock, jid_of(again))
+    assert not await aborts.settle_aborted(
+        redis, keys, identity=ME, raw=again, jid=jid_of(again), lock=lock
+    )
+    assert await redis.get(lock) == jid_of(again).encode()

@@ -104,7 +104,7 @@ async def test_file_releases_only_its_own_lock(redis: Redis, keys: Keys, target:
             keys.dead if target == "dead" else None,
             time.time(),
             raw if target == "dead" else b"",
-            release=(lock, jid),
+            lock=lock,
         )
         filed = await commands.file(
             redis, keys, identity="me", filing=filing, dead_max_jobs=100, dead_timeout=3600
@@ -127,7 +127,7 @@ async def test_file_without_the_block_leaves_locks(redis: Redis, keys: Keys) -> 
 async def test_file_of_a_job_no_longer_listed_keeps_the_lock(redis: Redis, keys: Keys) -> None:
     raw, jid, lock = unique_job(keys, "g")
     await redis.set(lock, jid)
-    filing = Filing(raw, jid, keys.dead, time.time(), raw, release=(lock, jid))
+    filing = Filing(raw, jid, keys.dead, time.time(), raw, lock=lock)
     assert not await commands.file(
         redis, keys, identity="me", filing=filing, dead_max_jobs=100, dead_timeout=3600
     )
@@ -155,7 +155,7 @@ async def test_swap_dead_entry_and_file_unsettled_release(redis: Redis, keys: Ke
     assert not await redis.exists(lock)
 
     await redis.set(lock, jid)
-    filing = Filing(raw, jid, keys.dead, 5.0, raw, release=(lock, jid))
+    filing = Filing(raw, jid, keys.dead, 5.0, raw, lock=lock)
     record = commands.unsettled_record(filing, keys)
     assert orjson.loads(record)["release"] == [lock, jid]
     await redis.rpush(keys.unsettled, record)
@@ -246,10 +246,10 @@ async def test_acks_release_their_locks_unless_the_job_was_gone(
     await redis.set(newer[2], "a-newer-copy")
     await redis.lpush(keys.in_progress("me"), done[0], plain, newer[0])  # not `gone`
     acks = [
-        commands.Ack(done[0], done[1], release=(done[2], done[1])),
+        commands.Ack(done[0], done[1], lock=done[2]),
         commands.Ack(plain, jid_of(plain)),
-        commands.Ack(gone[0], gone[1], release=(gone[2], gone[1])),
-        commands.Ack(newer[0], newer[1], release=(newer[2], newer[1])),
+        commands.Ack(gone[0], gone[1], lock=gone[2]),
+        commands.Ack(newer[0], newer[1], lock=newer[2]),
     ]
     await enqueue(redis, keys, "default", make_job())
     if via == "fetch":
