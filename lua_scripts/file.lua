@@ -16,7 +16,9 @@
 -- ARGV[7] = per-day stat TTL (s)
 -- ARGV[8] = this minute's history hash ("" = history off), ARGV[9] = the job's
 --   name ("" = none: unparseable), ARGV[10] = the history hash's TTL (s)
--- ARGV[11..13] = (optional, only for a job that holds a lock) the lock's key,
+-- ARGV[11] = "1" when the job is on the in-progress list (reliable fetch);
+--   "0" in basic fetch, where there is no list: nothing to look for or remove
+-- ARGV[12..14] = (optional, only for a job that holds a lock) the lock's key,
 --   the job's jid, and the TTL (ms) the lock keeps while a retry waits, or ""
 --   to release it: owner-checked, in the same step as the filing. Given for a
 --   terminal filing (dead, discard) of an `until_executed` unique job (""),
@@ -29,7 +31,8 @@
 --- @include history
 --- @include running_lock
 
-if not redis.call("LPOS", KEYS[1], ARGV[1]) then
+local listed = ARGV[11] ~= "0"
+if listed and not redis.call("LPOS", KEYS[1], ARGV[1]) then
   return 0
 end
 if ARGV[3] ~= "" then
@@ -41,13 +44,15 @@ if ARGV[3] ~= "" then
     wake_poller(KEYS[2], KEYS[8], tonumber(ARGV[2]))
   end
 end
-redis.call("LREM", KEYS[1], -1, ARGV[1])
+if listed then
+  redis.call("LREM", KEYS[1], -1, ARGV[1])
+end
 redis.pcall("DEL", KEYS[3])
-if ARGV[11] and ARGV[11] ~= "" then
-  if ARGV[13] and ARGV[13] ~= "" then
-    pcall(retake_running_lock, ARGV[11], ARGV[12], tonumber(ARGV[13]))
+if ARGV[12] and ARGV[12] ~= "" then
+  if ARGV[14] and ARGV[14] ~= "" then
+    pcall(retake_running_lock, ARGV[12], ARGV[13], tonumber(ARGV[14]))
   else
-    pcall(release_running_lock, ARGV[11], ARGV[12])
+    pcall(release_running_lock, ARGV[12], ARGV[13])
   end
 end
 local day_ttl = tonumber(ARGV[7])

@@ -7,7 +7,9 @@
 -- KEYS[1] = the process's in-progress list, KEYS[2] = the job's orphan counter
 -- KEYS[3] = stats:aborted, KEYS[4] = the tombstones (<ns>:aborted)
 -- ARGV[1] = the job exactly as fetched, ARGV[2] = its jid, ARGV[3] = now (epoch s)
--- ARGV[4] = (optional) a lock the job holds, value = its jid (its unique lock
+-- ARGV[4] = "1" when the job is on the in-progress list (reliable fetch), "0"
+--   in basic fetch (no list: nothing to look for or remove)
+-- ARGV[5] = (optional) a lock the job holds, value = its jid (its unique lock
 --   or its overlap=False periodic entry's running lock): released,
 --   owner-checked, in the same step (an aborted job is done for good)
 -- Returns 1 when settled; 0 when the job was no longer on the list (then the
@@ -15,15 +17,17 @@
 
 --- @include release_unique
 
-if not redis.call("LPOS", KEYS[1], ARGV[1]) then
-  return 0
+if ARGV[4] ~= "0" then
+  if not redis.call("LPOS", KEYS[1], ARGV[1]) then
+    return 0
+  end
+  redis.call("LREM", KEYS[1], -1, ARGV[1])
 end
-redis.call("LREM", KEYS[1], -1, ARGV[1])
 redis.pcall("DEL", KEYS[2])
 redis.pcall("INCR", KEYS[3])
 -- Kept (or put back, if pruned) so that a second abort answers "finished".
 redis.pcall("ZADD", KEYS[4], "NX", ARGV[3], ARGV[2])
-if ARGV[4] and ARGV[4] ~= "" then
-  pcall(release_unique, ARGV[4], ARGV[2])
+if ARGV[5] and ARGV[5] ~= "" then
+  pcall(release_unique, ARGV[5], ARGV[2])
 end
 return 1

@@ -182,20 +182,28 @@ async def finished(redis: Redis, keys: Keys, jid: str, *, window: int = WINDOW) 
 
 
 async def settle_aborted(
-    redis: Redis, keys: Keys, *, identity: str, raw: bytes, jid: str, lock: str = ""
+    redis: Redis,
+    keys: Keys,
+    *,
+    identity: str,
+    raw: bytes,
+    jid: str,
+    lock: str = "",
+    listed: bool = True,
 ) -> bool:
     """Settle a job this process aborted; False when it was no longer on the list.
 
     ``lock``: a lock the job holds (its unique lock or its periodic running
     lock, value = ``jid``), released owner-checked in the same step: an
-    aborted job is done for good."""
+    aborted job is done for good. ``listed``: False in basic fetch, where the
+    job is on no list (nothing to look for)."""
     script_keys = [
         keys.in_progress(identity),
         keys.orphanings(jid),
         keys.stat("aborted"),
         keys.aborted,
     ]
-    args: list[EncodableArg] = [raw, jid, time.time()]
+    args: list[EncodableArg] = [raw, jid, time.time(), 1 if listed else 0]
     if lock:
         args.append(lock)
     return bool(await script("settle_aborted").run(redis, script_keys, args))

@@ -171,8 +171,11 @@ async def file(
     filing: Filing,
     dead_max_jobs: int,
     dead_timeout: float,
+    listed: bool = True,
 ) -> bool:
-    """Move a failed job from in-progress into retry/dead (or discard it). False: it was gone."""
+    """Move a failed job from in-progress into retry/dead (or discard it). False: it was gone.
+
+    ``listed``: False in basic fetch, where the job is on no in-progress list."""
     now = time.time()
     day = today(now)
     script_keys = [
@@ -196,6 +199,7 @@ async def file(
         "" if filing.counted is None else keys.history(history.minute_of(now)),
         filing.counted or "",
         history.MINUTE_TTL,
+        1 if listed else 0,
     ]
     if filing.lock:
         ttl = "" if filing.lock_ttl is None else max(1, int(filing.lock_ttl * 1000))
@@ -433,10 +437,13 @@ def unsettled_record(filing: Filing, keys: Keys) -> bytes:
     return orjson.dumps(record)
 
 
-async def park_unsettled(redis: Redis, keys: Keys, *, identity: str, filing: Filing) -> bool:
-    """Hand a pending failure over to the unsettled list (removing it from in-progress)."""
+async def park_unsettled(
+    redis: Redis, keys: Keys, *, identity: str, filing: Filing, listed: bool = True
+) -> bool:
+    """Hand a pending failure over to the unsettled list (removing it from in-progress;
+    ``listed=False``: basic fetch, on no list)."""
     script_keys = [keys.in_progress(identity), keys.unsettled]
-    args: list[EncodableArg] = [filing.raw, unsettled_record(filing, keys)]
+    args: list[EncodableArg] = [filing.raw, unsettled_record(filing, keys), 1 if listed else 0]
     return bool(await script("park_unsettled").run(redis, script_keys, args))
 
 

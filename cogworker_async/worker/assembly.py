@@ -79,6 +79,7 @@ def build_parts(
         logger=logger,
         rng=rng,
         on_wrong_type=key_guard.request_check,
+        listed=reliable(),
     )
     fetcher = Fetcher(
         redis,

@@ -91,8 +91,11 @@ class Settler:
         logger: logging.Logger,
         rng: random.Random,
         on_wrong_type: Callable[[], None] | None = None,
+        listed: bool = True,
     ) -> None:
+        """``listed``: False in basic fetch, where a job is on no in-progress list."""
         self._redis = redis
+        self._listed = listed
         self._keys = keys
         self._settings = settings
         self._identity = identity
@@ -255,6 +258,7 @@ class Settler:
                 raw=filing.raw,
                 jid=filing.jid,
                 lock=filing.lock,
+                listed=self._listed,
             )
             if not settled:
                 self.note_duplicate(filing.jid)
@@ -266,6 +270,7 @@ class Settler:
             filing=filing,
             dead_max_jobs=self._settings.dead_max_jobs,
             dead_timeout=self._settings.dead_timeout,
+            listed=self._listed,
         )
         if not filed:
             self.note_duplicate(filing.jid)
@@ -300,7 +305,11 @@ class Settler:
                 continue
             try:
                 await commands.park_unsettled(
-                    self._redis, self._keys, identity=self._identity, filing=filing
+                    self._redis,
+                    self._keys,
+                    identity=self._identity,
+                    filing=filing,
+                    listed=self._listed,
                 )
             except Exception as exc:  # noqa: BLE001 - kept on the list, recovery finds it
                 self._log.error("jid=%s: could not hand over its failure (%s)", filing.jid, exc)

@@ -288,6 +288,31 @@ async def test_basic_fetch_runs_jobs_without_an_in_progress_list(
     assert "may have run twice" not in caplog.text  # no list to find them on: no false alarm
 
 
+async def test_basic_fetch_files_failures_in_retry_and_dead(
+    settings: Settings, redis: Redis, keys: Keys, caplog: pytest.LogCaptureFixture
+) -> None:
+    """No in-progress list to look for the job on: its failure is filed all the same
+    (retried, then dead; a retry=False job discarded), never taken for a duplicate."""
+    basic = settings.model_copy(update={"fetch": "basic"})
+    async with Client(basic) as client:
+        failing = await client.enqueue(boom.options(retry=1))
+        await client.enqueue(discard)
+    assert failing is not None
+    async with Worker(basic, jobs=ALL):
+        await wait_for(lambda: _zcard(redis, keys.retry, 1))
+        [entry] = await redis.zrange(keys.retry, 0, -1)
+        await redis.zadd(keys.retry, {entry: 0})  # due now, not in 15+ seconds
+        await wait_for(lambda: _zcard(redis, keys.dead, 1))
+        await wait_for(lambda: _stat(redis, keys.stats_failed, 3))
+    [entry] = await redis.zrange(keys.dead, 0, -1)
+    dead = orjson.loads(entry)
+    assert dead["jid"] == failing.jid
+    assert dead["error_class"] == "ValueError"
+    assert await redis.zcard(keys.retry) == 0
+    assert "may have run twice" not in caplog.text
+    assert not await redis.get(keys.stat("duplicates_suspected"))
+
+
 async def test_concurrent_enqueues_are_coalesced_and_each_returns_its_jid(
     settings: Settings, redis: Redis, keys: Keys
 ) -> None:
