@@ -203,8 +203,8 @@ class Processors:
                 self._log.debug("jid=%s %s start queue=%s", job["jid"], job["class"], job["queue"])
             # Inlined _tracked(): a plain job pays these flag checks, not a call.
             if "unique" in job:
-                await self._run_unique(slot, raw, job, function, started)
-            elif (
+                await self._unique_started(job)
+            if (
                 self._track_all
                 or "status" in job
                 or "keep_result" in job
@@ -325,27 +325,16 @@ class Processors:
             or (function is not None and function.tracks)
         )
 
-    async def _run_unique(
-        self,
-        slot: int,
-        raw: bytes,
-        job: dict[str, Any],
-        function: JobFunction[Any, Any] | None,
-        started: float,
-    ) -> None:
-        """A unique job: ``until_executing`` releases its lock as its run starts
+    async def _unique_started(self, job: dict[str, Any]) -> None:
+        """A unique job's run starts: ``until_executing`` releases its lock now
         (awaited: the lock is gone before the handler runs). ``until_executed``
-        releases it in the step that settles it: its ack (``_ack``) or, failed
-        for good, its filing. Owner-checked; a failed release is deferred."""
+        releases it in the step that settles it: its ack (``_ack_unique``) or,
+        failed for good, its filing. Owner-checked; a failed release is deferred."""
         releases = self._releases
         if releases is not None:
             at_start = release_of(job, terminal=False)
             if at_start is not None:
                 await releases.release(at_start)
-        if self._tracked(job, function):
-            await self._run_tracked(slot, raw, job, function, started)
-        else:
-            await self._run(raw, job, function)
 
     def _ack_unique(self, raw: bytes, job: dict[str, Any], started: float) -> None:
         """Ack a unique job that succeeded, its lock released in the ack's own step

@@ -13,20 +13,31 @@ local function release_unique(key, jid)
   return 0
 end
 
--- release_unique_of(entry): the lock a job's payload names in its `unique`
--- field ({"key": ..., ...}), released if the job's jid still holds it. Only an
--- entry whose text mentions "unique" is decoded: plain jobs pay a substring
--- search. (The key comes from the payload, not KEYS: like the orphan counters.)
-local function release_unique_of(entry)
+-- unique_of(entry): the lock key, jid and TTL (s, or nil) a job's payload
+-- names in its `unique` field ({"key": ..., "for": ...}); nil for any other
+-- job. Only an entry whose text mentions "unique" is decoded: plain jobs pay a
+-- substring search. (The key comes from the payload, not KEYS: like the
+-- orphan counters; with a hash-tagged namespace it is in the tag's slot.)
+local function unique_of(entry)
   if not string.find(entry, '"unique"', 1, true) then
-    return 0
+    return nil
   end
   local ok, job = pcall(cjson.decode, entry)
   if not ok or type(job) ~= "table" or type(job["unique"]) ~= "table" then
-    return 0
+    return nil
   end
   local key, jid = job["unique"]["key"], job["jid"]
   if type(key) ~= "string" or type(jid) ~= "string" then
+    return nil
+  end
+  return key, jid, tonumber(job["unique"]["for"])
+end
+
+-- release_unique_of(entry): the lock a job's payload names, released if the
+-- job's jid still holds it. Returns 1 when released, else 0.
+local function release_unique_of(entry)
+  local key, jid = unique_of(entry)
+  if not key then
     return 0
   end
   return release_unique(key, jid)
@@ -38,15 +49,8 @@ end
 -- left alone when a newer copy holds it (that copy's lock is not ours to take).
 -- Returns 1 when held by this job afterwards, else 0.
 local function retake_unique_of(entry)
-  if not string.find(entry, '"unique"', 1, true) then
-    return 0
-  end
-  local ok, job = pcall(cjson.decode, entry)
-  if not ok or type(job) ~= "table" or type(job["unique"]) ~= "table" then
-    return 0
-  end
-  local key, jid, ttl = job["unique"]["key"], job["jid"], tonumber(job["unique"]["for"])
-  if type(key) ~= "string" or type(jid) ~= "string" or ttl == nil or ttl <= 0 then
+  local key, jid, ttl = unique_of(entry)
+  if not key or ttl == nil or ttl <= 0 then
     return 0
   end
   local holder = redis.call("GET", key)

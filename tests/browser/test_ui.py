@@ -177,6 +177,7 @@ def test_every_page_in_the_browser(
 ) -> None:
     """Odd data everywhere: every page loads without a script error or CSP violation."""
     seed_odd(sync_client, keys)
+    sync_client.set(keys.unique("ui.sync:0f1e2d3c"), "a" * 24, ex=600)  # a lock, orphaned
     for name, path in [
         ("overview", "/"),
         ("busy-odd", "/busy"),
@@ -186,6 +187,7 @@ def test_every_page_in_the_browser(
         ("retries", "/retries"),
         ("dead", "/dead"),
         ("periodic", "/periodic"),
+        ("locks", "/locks"),
         ("quarantine", "/quarantine"),
     ]:
         answer = page.goto(web + path)
