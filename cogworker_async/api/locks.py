@@ -17,7 +17,7 @@ from redis.asyncio import Redis
 
 from cogworker_async.api._common import _SCAN_COUNT, _glob_escape
 from cogworker_async.keys import Keys
-from cogworker_async.store import commands
+from cogworker_async.store import locks
 from cogworker_async.store.replies import loose_text as _loose_text
 from cogworker_async.store.replies import text as _text
 from cogworker_async.unique.lock import releases_key
@@ -77,6 +77,6 @@ async def delete_orphaned(redis: Redis, keys: Keys) -> list[LockInfo]:
     """Delete every lock whose holder jid is nowhere; returns the locks deleted."""
     deleted = []
     for lock in await list_locks(redis, keys):
-        if await commands.delete_orphan_lock(redis, keys, lock=lock.key, holder=lock.holder):
+        if await locks.delete_orphan_lock(redis, keys, lock=lock.key, holder=lock.holder):
             deleted.append(lock)
     return deleted

@@ -28,7 +28,7 @@ from cogworker_async.api._common import (
     log,
 )
 from cogworker_async.keys import Keys
-from cogworker_async.store import admin, commands
+from cogworker_async.store import admin, locks
 from cogworker_async.store.replies import loose_text as _loose_text
 from cogworker_async.unique.drop import drop_all
 
@@ -268,7 +268,7 @@ async def delete(redis: Redis, keys: Keys, which: SetName, jids: Iterable[str]) 
     if not entries:
         return 0
     # Removed with their locks (unique, periodic running) released, in one step.
-    return await commands.drop_jobs(
+    return await locks.drop_jobs(
         redis, key, entries=[e.raw for e in entries], lock_prefix=keys.periodic_running_prefix
     )
 

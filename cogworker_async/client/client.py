@@ -38,7 +38,7 @@ from cogworker_async.jobs import (
 from cogworker_async.keys import Keys
 from cogworker_async.middleware import ClientMiddleware, run_client_chain
 from cogworker_async.settings import Settings, check_queue_name
-from cogworker_async.store import commands
+from cogworker_async.store import locks
 from cogworker_async.store.connection import connect
 from cogworker_async.store.scripts import script
 from cogworker_async.unique.lock import unique_field
@@ -288,10 +288,10 @@ class Client:
         encoded = payload.encode_job(job)
         if "unique" in job:
             lock = job["unique"]
-            one = commands.UniqueJob(
+            one = locks.UniqueJob(
                 str(lock["key"]), str(job["jid"]), float(lock["for"]), encoded, due
             )
-            [done] = await commands.enqueue_unique(
+            [done] = await locks.enqueue_unique(
                 self.redis, self.keys, queue=str(job["queue"]), jobs=[one]
             )
             if not done.enqueued:

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from cogworker_async import payload
 from cogworker_async.jobs import BoundJob, JobArgs, JobFunction, JobOptions, payload_options
-from cogworker_async.store import commands
+from cogworker_async.store import locks
 from cogworker_async.store.connection import is_cluster
 from cogworker_async.store.scripts import EncodableArg, script
 from cogworker_async.unique.lock import unique_field
@@ -90,7 +90,7 @@ class ManyBatch:
         self.added = 0  # items seen (a unique duplicate is named by its position)
         # Unique jobs by queue, with their items' positions: one script call per
         # queue and SCRIPT_ARGS jobs, after the plain ones.
-        self.unique: dict[str, list[tuple[int, commands.UniqueJob]]] = defaultdict(list)
+        self.unique: dict[str, list[tuple[int, locks.UniqueJob]]] = defaultdict(list)
         self.skipped: list[tuple[int, str]] = []
         self._skipped_jids: set[str] = set()
 
@@ -136,7 +136,7 @@ class ManyBatch:
         one = payload.encode_job(job)
         lock = job.get("unique")
         if lock is not None:
-            unique = commands.UniqueJob(lock["key"], str(job["jid"]), float(lock["for"]), one, due)
+            unique = locks.UniqueJob(lock["key"], str(job["jid"]), float(lock["for"]), one, due)
             self.unique[job["queue"]].append((position, unique))
         elif due is not None:
             self.scheduled.append(due)
@@ -168,7 +168,7 @@ class ManyBatch:
         self,
         by_queue: dict[str, list[bytes]],
         scheduled: list[EncodableArg],
-        unique: dict[str, list[tuple[int, commands.UniqueJob]]],
+        unique: dict[str, list[tuple[int, locks.UniqueJob]]],
     ) -> None:
         """One pipeline for one chunk (unique jobs in order, so of two items under
         one key the second is skipped)."""
@@ -201,14 +201,14 @@ class ManyBatch:
                 for start in range(0, len(scheduled), 2 * SCRIPT_ARGS):
                     pairs = scheduled[start : start + 2 * SCRIPT_ARGS]
                     pipe.evalsha(schedule.sha, 2, *schedule_keys, *pairs)
-            calls: list[list[tuple[int, commands.UniqueJob]]] = []
+            calls: list[list[tuple[int, locks.UniqueJob]]] = []
             if unique:
                 if not cluster:
                     pipe.script_load(locked.text)
                 for queue, items in unique.items():
                     for start in range(0, len(items), SCRIPT_ARGS):
                         call = items[start : start + SCRIPT_ARGS]
-                        lock_keys, lock_args = commands.enqueue_unique_args(
+                        lock_keys, lock_args = locks.enqueue_unique_args(
                             keys, queue, [one for _, one in call]
                         )
                         pipe.evalsha(locked.sha, len(lock_keys), *lock_keys, *lock_args)
@@ -217,7 +217,7 @@ class ManyBatch:
         for call, reply in zip(calls, replies[len(replies) - len(calls) :], strict=True):
             jobs = [one for _, one in call]
             for (position, one), done in zip(
-                call, commands.unique_enqueue_replies(jobs, reply), strict=True
+                call, locks.unique_enqueue_replies(jobs, reply), strict=True
             ):
                 if not done.enqueued:
                     self.skipped.append((position, done.holder))

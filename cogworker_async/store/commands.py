@@ -1,4 +1,7 @@
-"""One typed wrapper per Lua script. Callers get small frozen dataclasses back."""
+"""One typed wrapper per Lua script of a job's own life: fetch, ack, file (and
+hand over) a failure, give back, graduate, bury. Callers get small frozen
+dataclasses back. The other families: ``orphans`` (recovery), ``locks``
+(unique locks, operator drops), ``aborts``, ``admin``."""
 
 from __future__ import annotations
 
@@ -19,10 +22,6 @@ from cogworker_async.store.replies import text
 from cogworker_async.store.scripts import EncodableArg, script
 
 DAY_STAT_TTL = history.DAY_TTL
-ORPHANINGS_TTL = 7 * 24 * 3600
-# A requeued job of an overlap=False periodic entry re-takes its running lock
-# for the queued TTL its payload names, or this long (ms) when it names none.
-RUNNING_LOCK_DEFAULT_TTL_MS = 3_600_000
 
 
 def today(now: float | None = None) -> str:
@@ -208,96 +207,6 @@ async def file(
 
 
 @dataclass(frozen=True, slots=True)
-class RequeueResult:
-    alive: bool
-    moved: int
-    failed: int
-    unread_queues: list[str]
-    raw_burials: list[bytes]
-    # The judge's own view of Redis could not be trusted yet: nobody judged.
-    untrusted: bool = False
-    # Queue name -> jobs put back on it, in the order first met.
-    per_queue: dict[str, int] = field(default_factory=dict, compare=False)
-
-
-async def requeue(
-    redis: Redis,
-    keys: Keys,
-    *,
-    identity: str,
-    threshold: float | None,
-    default_queue: str,
-    max_orphanings: int,
-    live_window: float,
-    finished: Sequence[bytes] = (),
-    keep: Sequence[bytes] = (),
-    judge: str = "",
-    judge_ttl: float = 0.0,
-    sole_queue: str | None = None,
-    targets: Mapping[bytes, str] | None = None,
-) -> RequeueResult:
-    """Requeue ``identity``'s in-progress list; with ``threshold``, only if it is dead.
-
-    With ``threshold`` the verdict is the script's (see requeue.lua, "Who may
-    judge"): ``judge`` is the asking process, trusted only once it has beaten
-    without a gap over ``judge_ttl`` for ``threshold``; ``untrusted`` says it
-    was not yet.
-
-    Own list only (no ``threshold``): ``sole_queue``, the one queue the owner
-    reads, takes every job back; else ``targets`` (raw job -> the queue it
-    was fetched from) for jobs whose payload names another queue. Without
-    either a job goes back to the queue its payload names.
-    """
-    config: dict[str, Any] = {
-        "identity": identity,
-        "threshold": threshold if threshold is not None else False,
-        "clock": time.time(),
-        "queue_prefix": keys.queue_prefix,
-        "wakeup_prefix": keys.wakeup_prefix,
-        "default_queue": default_queue,
-        "counter_prefix": keys.orphanings_prefix,
-        "counter_ttl": ORPHANINGS_TTL,
-        "max_orphanings": max_orphanings,
-        "live_window": live_window,
-        "judge": judge,
-        "judge_ttl": judge_ttl,
-        "lock_prefix": keys.periodic_running_prefix,
-        "lock_ttl": RUNNING_LOCK_DEFAULT_TTL_MS,
-    }
-    if sole_queue is not None and threshold is None:
-        config["sole_queue"] = sole_queue
-    script_keys = [
-        keys.in_progress(identity),
-        keys.process(identity),
-        keys.last_beat,
-        keys.repeat_orphans,
-        keys.dead,
-        keys.queues,
-        keys.live_queues,
-        keys.beating_since,
-        keys.processes,
-        keys.workers(identity),
-        keys.in_progress_identities,
-    ]
-    args: list[EncodableArg] = [orjson.dumps(config)]
-    args.extend(b"d:" + raw for raw in finished)
-    args.extend(b"k:" + raw for raw in keep)
-    if targets and threshold is None:
-        args.extend(b"t:" + queue.encode() + b":" + raw for raw, queue in targets.items())
-    reply = await script("requeue").run(redis, script_keys, args)
-    moved, failed, unread, counted = int(reply[0]), int(reply[1]), int(reply[2]), int(reply[3])
-    if moved == -2:
-        return RequeueResult(False, 0, 0, [], [], untrusted=True)
-    if moved < 0:
-        return RequeueResult(True, 0, 0, [], [])
-    names = [text(n) for n in reply[4 : 4 + unread]]
-    at = 4 + unread
-    per_queue = {text(reply[at + 2 * i]): int(reply[at + 2 * i + 1]) for i in range(counted)}
-    burials = list(reply[at + 2 * counted :])
-    return RequeueResult(False, moved, failed, names, burials, per_queue=per_queue)
-
-
-@dataclass(frozen=True, slots=True)
 class GiveBackResult:
     given: int
     # Still on the list and still the caller's: their queue refused the write.
@@ -369,60 +278,6 @@ async def bury(redis: Redis, keys: Keys, *, source: str, entry: bytes, dead_entr
     )
 
 
-async def bury_orphan(
-    redis: Redis,
-    keys: Keys,
-    *,
-    raw: bytes,
-    jid: str,
-    dead_entry: bytes,
-    release: tuple[str, str] | None = None,
-) -> bool:
-    """Move the head of repeat_orphans into dead with its ProcessDied entry (and
-    release its unique lock, owner-checked, in the same step)."""
-    now = time.time()
-    script_keys = [
-        keys.repeat_orphans,
-        keys.dead,
-        keys.stats_failed,
-        keys.stats_failed_on(today(now)),
-        keys.orphanings(jid),
-    ]
-    args: list[EncodableArg] = [raw, now, dead_entry, DAY_STAT_TTL, keys.periodic_running_prefix]
-    if release is not None:
-        args.extend(release)
-    return bool(await script("bury_orphan").run(redis, script_keys, args))
-
-
-async def swap_dead_entry(
-    redis: Redis,
-    keys: Keys,
-    *,
-    old: bytes,
-    new: bytes,
-    score: float,
-    release: tuple[str, str] | None = None,
-) -> bool:
-    """Replace a dead entry atomically; False when it was already gone."""
-    args: list[EncodableArg] = [old, score, new]
-    if release is not None:
-        args.extend(release)
-    return bool(await script("swap_dead_entry").run(redis, [keys.dead], args))
-
-
-async def release_lock(redis: Redis, key: str, token: str) -> bool:
-    return bool(await script("release_lock").run(redis, [key], [token]))
-
-
-async def release_locks(redis: Redis, locks: Sequence[tuple[str, str]]) -> int:
-    """Release unique locks (key, jid), each owner-checked, in one call; how many went."""
-    return int(
-        await script("release_locks").run(
-            redis, [key for key, _ in locks], [jid for _, jid in locks]
-        )
-    )
-
-
 def unsettled_record(filing: Filing, keys: Keys) -> bytes:
     """The JSON record a stopping process hands over for a filing it couldn't make."""
     which = "dead" if filing.target == keys.dead else "retry"
@@ -482,99 +337,3 @@ async def file_unsettled(
     if release is not None:
         args.extend(release)
     return bool(await script("file_unsettled").run(redis, script_keys, args))
-
-
-@dataclass(frozen=True, slots=True)
-class UniqueEnqueue:
-    """What ``enqueue_unique`` did: enqueued, or not because ``holder`` holds the lock."""
-
-    enqueued: bool
-    holder: str
-
-
-@dataclass(frozen=True, slots=True)
-class UniqueJob:
-    """One unique job to enqueue: its lock, jid (the lock's value), TTL (s), payload, due."""
-
-    lock: str
-    jid: str
-    ttl: float
-    job: bytes
-    due: float | None = None
-
-
-def enqueue_unique_args(
-    keys: Keys, queue: str, jobs: Sequence[UniqueJob]
-) -> tuple[list[str], list[EncodableArg]]:
-    """KEYS and ARGV of one ``enqueue_unique.lua`` call (a pipeline builds them too)."""
-    script_keys = [
-        keys.queue(queue),
-        keys.queues,
-        keys.wakeup(queue),
-        keys.schedule,
-        keys.schedule_wakeup,
-        *(one.lock for one in jobs),
-    ]
-    args: list[EncodableArg] = [queue]
-    for one in jobs:
-        args.extend(
-            (one.jid, max(1, int(one.ttl * 1000)), one.job, "" if one.due is None else one.due)
-        )
-    return script_keys, args
-
-
-def unique_enqueue_replies(jobs: Sequence[UniqueJob], reply: Sequence[Any]) -> list[UniqueEnqueue]:
-    holders = [text(holder) for holder in reply]
-    return [
-        UniqueEnqueue(holder == one.jid, holder) for one, holder in zip(jobs, holders, strict=True)
-    ]
-
-
-async def enqueue_unique(
-    redis: Redis, keys: Keys, *, queue: str, jobs: Sequence[UniqueJob]
-) -> list[UniqueEnqueue]:
-    """For each job (in order), take its lock and push or schedule it, in one step."""
-    script_keys, args = enqueue_unique_args(keys, queue, jobs)
-    reply = await script("enqueue_unique").run(redis, script_keys, args)
-    return unique_enqueue_replies(jobs, reply)
-
-
-async def drop_jobs(
-    redis: Redis,
-    key: str,
-    *,
-    entries: Sequence[bytes] = (),
-    pop: int = 0,
-    kind: str = "zset",
-    lock_prefix: str = "",
-) -> int:
-    """Remove jobs an operator deletes and release their locks in the same step.
-
-    ``entries``: these exact sorted-set entries; else ``pop`` of them (a sorted
-    set's lowest scores, or a list's oldest: ``kind="list"``). Unique locks are
-    found from the payloads; periodic running locks too, given their
-    ``lock_prefix`` (``keys.periodic_running_prefix``).
-    """
-    if entries:
-        args: list[EncodableArg] = ["zrem", lock_prefix, *entries]
-    else:
-        args = ["rpop" if kind == "list" else "zpop", lock_prefix, pop]
-    return int(await script("drop_jobs").run(redis, [key], args))
-
-
-async def delete_orphan_lock(redis: Redis, keys: Keys, *, lock: str, holder: str) -> bool:
-    """Delete ``lock`` if ``holder`` still holds it and its job is nowhere (one step)."""
-    args: list[EncodableArg] = [
-        holder,
-        keys.queues,
-        keys.queue_prefix,
-        keys.in_progress_identities,
-        keys.in_progress_prefix,
-        keys.processes,
-        keys.workers(""),
-        keys.schedule,
-        keys.retry,
-        keys.unsettled,
-        keys.repeat_orphans,
-    ]
-    return bool(await script("delete_orphan_lock").run(redis, [lock], args))

@@ -13,7 +13,7 @@ from typing import Literal
 
 from redis.asyncio import Redis
 
-from cogworker_async.store import commands
+from cogworker_async.store import locks
 
 DROP_CHUNK = 1000  # jobs removed per drop_jobs.lua call (each call one atomic step)
 
@@ -31,7 +31,7 @@ async def drop_all(
     size = int(await (redis.llen(key) if kind == "list" else redis.zcard(key)))
     removed = 0
     while removed < size:
-        got = await commands.drop_jobs(
+        got = await locks.drop_jobs(
             redis, key, pop=min(DROP_CHUNK, size - removed), kind=kind, lock_prefix=lock_prefix
         )
         if not got:

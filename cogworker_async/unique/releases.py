@@ -23,7 +23,7 @@ import orjson
 from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
-from cogworker_async.store import commands
+from cogworker_async.store import locks
 from cogworker_async.unique.lock import Release, releases_key
 
 DRAIN_BATCH = 100  # handed-over releases taken per duty pass
@@ -71,7 +71,7 @@ class DeferredReleases:
             while self._batch:
                 batch, self._batch = self._batch[:BATCH_MAX], self._batch[BATCH_MAX:]
                 try:
-                    await commands.release_locks(self._redis, [(r.key, r.jid) for r, _ in batch])
+                    await locks.release_locks(self._redis, [(r.key, r.jid) for r, _ in batch])
                 except Exception as exc:  # noqa: BLE001 - any failure: the duty tries again
                     self._keep([r for r, _ in batch], exc)
                 else:
@@ -108,7 +108,7 @@ class DeferredReleases:
         """One duty pass: retry the pending, then drain handed-over ones. Returns how
         many are still pending. Raises on a failed call (the duty helper logs it)."""
         for release in list(self.pending):
-            await commands.release_lock(self._redis, release.key, release.jid)
+            await locks.release_lock(self._redis, release.key, release.jid)
             self.pending.pop(release, None)
             self.released += 1
         key = releases_key(self._keys)
@@ -132,7 +132,7 @@ class DeferredReleases:
             await asyncio.wait([self._flushing])
         for release in list(self.pending):
             try:
-                await commands.release_lock(self._redis, release.key, release.jid)
+                await locks.release_lock(self._redis, release.key, release.jid)
             except Exception:  # noqa: BLE001 - handed over below instead
                 break
             self.pending.pop(release, None)

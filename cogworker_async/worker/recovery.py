@@ -30,7 +30,7 @@ from redis.asyncio import Redis
 from cogworker_async import payload
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
-from cogworker_async.store import commands
+from cogworker_async.store import locks, orphans
 from cogworker_async.store.faults import is_outage, is_wrong_type
 from cogworker_async.store.replies import text as _text
 from cogworker_async.unique.lock import release_of
@@ -85,7 +85,7 @@ class Recovery:
                 self._redis, self._keys, self._log, history=self._settings.metrics_history
             )
         finally:
-            await commands.release_lock(self._redis, self._keys.recovery_lock, token)
+            await locks.release_lock(self._redis, self._keys.recovery_lock, token)
         return moved
 
     async def _candidates(self) -> set[str]:
@@ -128,7 +128,7 @@ class Recovery:
 
     async def _recover(self, identity: str) -> int | None:
         """Requeue ``identity``'s jobs if it is dead; None when this process may not judge yet."""
-        result = await commands.requeue(
+        result = await orphans.requeue(
             self._redis,
             self._keys,
             identity=identity,
@@ -197,7 +197,7 @@ class Recovery:
             jid = str(job.get("jid", ""))
             # Terminal: its unique lock (until_executed) goes in the burial's step.
             lock = release_of(job, terminal=True)
-            if await commands.bury_orphan(
+            if await orphans.bury_orphan(
                 self._redis,
                 self._keys,
                 raw=raw,
@@ -220,7 +220,7 @@ class Recovery:
             job.update(self._error_fields())
             try:
                 lock = release_of(job, terminal=True)
-                if await commands.swap_dead_entry(
+                if await orphans.swap_dead_entry(
                     self._redis,
                     self._keys,
                     old=raw,

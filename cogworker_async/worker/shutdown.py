@@ -20,7 +20,7 @@ from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
-from cogworker_async.store import commands
+from cogworker_async.store import commands, orphans
 from cogworker_async.unique import DeferredReleases, Release
 from cogworker_async.worker.fetcher import Fetcher
 from cogworker_async.worker.heartbeat import Heartbeat
@@ -121,7 +121,7 @@ async def requeue_own(
     *,
     sole_queue: str | None = None,
     targets: dict[bytes, str] | None = None,
-) -> commands.RequeueResult | None:
+) -> orphans.RequeueResult | None:
     """Requeue this process's list now (no liveness check: it is ours).
 
     Each job goes back to the queue it was fetched from (``sole_queue``, or
@@ -129,7 +129,7 @@ async def requeue_own(
     """
     for attempt in range(3):
         try:
-            result = await commands.requeue(
+            result = await orphans.requeue(
                 redis,
                 keys,
                 identity=identity,

@@ -10,7 +10,7 @@ import redis as sync_redis
 from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
-from cogworker_async.store import commands
+from cogworker_async.store import commands, orphans
 from cogworker_async.store.commands import GraduateResult, Graduation
 from cogworker_async.store.scripts import script
 from tests.lua.support import drain, make_job, redis_now
@@ -197,7 +197,7 @@ async def test_heartbeat_keeps_process_alive_for_recovery(redis: Redis, keys: Ke
     job = make_job("q")
     await redis.lpush(keys.in_progress(IDENTITY), job)
     await _beat(redis, keys, workers={}, queues=["q"])
-    result = await commands.requeue(
+    result = await orphans.requeue(
         redis,
         keys,
         identity=IDENTITY,
@@ -209,7 +209,7 @@ async def test_heartbeat_keeps_process_alive_for_recovery(redis: Redis, keys: Ke
     assert result.alive
     # Presence gone, but the stamp is recent: still alive.
     await redis.delete(keys.process(IDENTITY))
-    result = await commands.requeue(
+    result = await orphans.requeue(
         redis,
         keys,
         identity=IDENTITY,

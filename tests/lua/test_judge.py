@@ -8,7 +8,7 @@ import pytest
 from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
-from cogworker_async.store import commands
+from cogworker_async.store import orphans
 from cogworker_async.store.scripts import script
 from tests.lua.support import JUDGE, drain, make_job, redis_now
 
@@ -48,8 +48,8 @@ async def since(redis: Redis, keys: Keys, identity: str) -> float:
     return float(await redis.hget(keys.beating_since, identity) or "nan")
 
 
-async def recover(redis: Redis, keys: Keys) -> commands.RequeueResult:
-    return await commands.requeue(
+async def recover(redis: Redis, keys: Keys) -> orphans.RequeueResult:
+    return await orphans.requeue(
         redis,
         keys,
         identity=DEAD,

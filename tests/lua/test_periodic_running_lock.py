@@ -16,7 +16,7 @@ from cogworker_async import api
 from cogworker_async.keys import Keys
 from cogworker_async.periodic import every
 from cogworker_async.periodic.ticker import publish
-from cogworker_async.store import admin, commands
+from cogworker_async.store import admin, commands, orphans
 from cogworker_async.store.commands import Ack, Filing
 from tests.lua.support import jid_of, make_job
 
@@ -53,7 +53,7 @@ async def test_shutdown_requeue_retakes_a_free_lock_with_the_queued_ttl(
 ) -> None:
     raw = periodic_job(queued_ttl=120)
     await redis.lpush(keys.in_progress(ME), raw, make_job())
-    result = await commands.requeue(
+    result = await orphans.requeue(
         redis,
         keys,
         identity=ME,
@@ -78,7 +78,7 @@ async def test_recovery_retakes_its_own_lock_and_leaves_another_runs(
     await redis.hset(keys.last_beat, mapping={DEAD: now - 1000, ME: now})  # type: ignore[misc]
     await redis.hset(keys.beating_since, ME, now - 1000)  # type: ignore[misc]
     await redis.set(lock(keys), jid_of(raw), px=5)  # about to expire: re-taken longer
-    result = await commands.requeue(
+    result = await orphans.requeue(
         redis,
         keys,
         identity=DEAD,
@@ -97,7 +97,7 @@ async def test_recovery_retakes_its_own_lock_and_leaves_another_runs(
     other = periodic_job()
     await redis.set(lock(keys), "newer")
     await redis.lpush(keys.in_progress(ME), other)
-    await commands.requeue(
+    await orphans.requeue(
         redis,
         keys,
         identity=ME,
@@ -188,7 +188,7 @@ async def test_process_died_burial_releases_the_lock(redis: Redis, keys: Keys) -
     await redis.rpush(keys.repeat_orphans, raw)  # type: ignore[misc]
     await redis.set(lock(keys), jid_of(raw))
     entry = orjson.dumps({**orjson.loads(raw), "error_class": "ProcessDied"})
-    assert await commands.bury_orphan(redis, keys, raw=raw, jid=jid_of(raw), dead_entry=entry)
+    assert await orphans.bury_orphan(redis, keys, raw=raw, jid=jid_of(raw), dead_entry=entry)
     assert await holder(redis, keys) is None
 
 
@@ -213,7 +213,7 @@ async def test_finished_job_dropped_by_the_requeue_releases_its_lock(
     raw = periodic_job()
     await redis.lpush(keys.in_progress(ME), raw)
     await redis.set(lock(keys), jid_of(raw))
-    await commands.requeue(
+    await orphans.requeue(
         redis,
         keys,
         identity=ME,

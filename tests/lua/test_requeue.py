@@ -10,8 +10,8 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from cogworker_async.keys import Keys
-from cogworker_async.store import commands
-from cogworker_async.store.commands import ORPHANINGS_TTL, RequeueResult
+from cogworker_async.store import commands, orphans
+from cogworker_async.store.orphans import ORPHANINGS_TTL, RequeueResult
 from tests.lua.support import (
     JUDGE_TTL,
     drain,
@@ -37,7 +37,7 @@ async def own_requeue(
     finished: Sequence[bytes] = (),
     keep: Sequence[bytes] = (),
 ) -> RequeueResult:
-    return await commands.requeue(
+    return await orphans.requeue(
         redis,
         keys,
         identity=ME,
@@ -59,7 +59,7 @@ async def recover(
     finished: Sequence[bytes] = (),
     keep: Sequence[bytes] = (),
 ) -> RequeueResult:
-    return await commands.requeue(
+    return await orphans.requeue(
         redis,
         keys,
         identity=DEAD,

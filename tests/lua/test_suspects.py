@@ -14,7 +14,7 @@ import pytest
 from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
-from cogworker_async.store import commands
+from cogworker_async.store import commands, orphans
 from cogworker_async.worker.suspects import SUSPECT_PREFIX
 from tests.lua.support import (
     JUDGE_TTL,
@@ -34,9 +34,9 @@ ME = "me:1:bbb"
 
 async def recover(
     redis: Redis, keys: Keys, *jobs: bytes, max_orphanings: int = 5
-) -> commands.RequeueResult:
+) -> orphans.RequeueResult:
     await redis.lpush(keys.in_progress(DEAD), *jobs)
-    return await commands.requeue(
+    return await orphans.requeue(
         redis,
         keys,
         identity=DEAD,
@@ -108,7 +108,7 @@ async def test_own_shutdown_requeue_marks_nothing(redis: Redis, keys: Keys) -> N
     job = make_job()
     await redis.set(keys.orphanings(jid_of(job)), 2)
     await redis.lpush(keys.in_progress(ME), job)
-    result = await commands.requeue(
+    result = await orphans.requeue(
         redis,
         keys,
         identity=ME,

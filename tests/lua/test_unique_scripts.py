@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
 from cogworker_async.payload import new_jid
-from cogworker_async.store import commands
+from cogworker_async.store import commands, locks, orphans
 from cogworker_async.store.commands import Filing
 from tests.lua.support import enqueue, jid_of, make_job
 
@@ -28,9 +28,9 @@ def unique_job(keys: Keys, tag: str, queue: str = "default") -> tuple[bytes, str
 
 async def _enqueue(
     redis: Redis, keys: Keys, raw: bytes, jid: str, lock: str, due: float | None = None
-) -> commands.UniqueEnqueue:
-    [done] = await commands.enqueue_unique(
-        redis, keys, queue="default", jobs=[commands.UniqueJob(lock, jid, 60, raw, due)]
+) -> locks.UniqueEnqueue:
+    [done] = await locks.enqueue_unique(
+        redis, keys, queue="default", jobs=[locks.UniqueJob(lock, jid, 60, raw, due)]
     )
     return done
 
@@ -38,10 +38,10 @@ async def _enqueue(
 async def test_enqueue_unique_locks_and_pushes_once(redis: Redis, keys: Keys) -> None:
     raw, jid, lock = unique_job(keys, "a")
     first = await _enqueue(redis, keys, raw, jid, lock)
-    assert first == commands.UniqueEnqueue(True, jid)
+    assert first == locks.UniqueEnqueue(True, jid)
     other_raw, other_jid, _ = unique_job(keys, "a")
     second = await _enqueue(redis, keys, other_raw, other_jid, lock)
-    assert second == commands.UniqueEnqueue(False, jid)
+    assert second == locks.UniqueEnqueue(False, jid)
     assert await redis.lrange(keys.queue("default"), 0, -1) == [raw]
     assert await redis.sismember(keys.queues, "default")
     assert await redis.zcard(keys.wakeup("default")) == 1
@@ -72,17 +72,17 @@ async def test_enqueue_unique_many_in_one_call(redis: Redis, keys: Keys) -> None
     later = unique_job(keys, "m3")
     await redis.set(b[2], "holder-b")
     jobs = [
-        commands.UniqueJob(a[2], a[1], 60, a[0]),
-        commands.UniqueJob(b[2], b[1], 60, b[0]),
-        commands.UniqueJob(c[2], c[1], 60, c[0]),  # same key as a: a holds it now
-        commands.UniqueJob(later[2], later[1], 60, later[0], time.time() + 50),
+        locks.UniqueJob(a[2], a[1], 60, a[0]),
+        locks.UniqueJob(b[2], b[1], 60, b[0]),
+        locks.UniqueJob(c[2], c[1], 60, c[0]),  # same key as a: a holds it now
+        locks.UniqueJob(later[2], later[1], 60, later[0], time.time() + 50),
     ]
-    done = await commands.enqueue_unique(redis, keys, queue="default", jobs=jobs)
+    done = await locks.enqueue_unique(redis, keys, queue="default", jobs=jobs)
     assert done == [
-        commands.UniqueEnqueue(True, a[1]),
-        commands.UniqueEnqueue(False, "holder-b"),
-        commands.UniqueEnqueue(False, a[1]),
-        commands.UniqueEnqueue(True, later[1]),
+        locks.UniqueEnqueue(True, a[1]),
+        locks.UniqueEnqueue(False, "holder-b"),
+        locks.UniqueEnqueue(False, a[1]),
+        locks.UniqueEnqueue(True, later[1]),
     ]
     assert await redis.lrange(keys.queue("default"), 0, -1) == [a[0]]
     assert await redis.zrange(keys.schedule, 0, -1) == [later[0]]
@@ -138,7 +138,7 @@ async def test_bury_orphan_releases(redis: Redis, keys: Keys) -> None:
     raw, jid, lock = unique_job(keys, "b")
     await redis.set(lock, jid)
     await redis.rpush(keys.repeat_orphans, raw)
-    assert await commands.bury_orphan(
+    assert await orphans.bury_orphan(
         redis, keys, raw=raw, jid=jid, dead_entry=raw, release=(lock, jid)
     )
     assert not await redis.exists(lock)
@@ -149,7 +149,7 @@ async def test_swap_dead_entry_and_file_unsettled_release(redis: Redis, keys: Ke
     raw, jid, lock = unique_job(keys, "w")
     await redis.set(lock, jid)
     await redis.zadd(keys.dead, {raw: 1})
-    assert await commands.swap_dead_entry(
+    assert await orphans.swap_dead_entry(
         redis, keys, old=raw, new=raw + b" ", score=2, release=(lock, jid)
     )
     assert not await redis.exists(lock)
@@ -180,10 +180,10 @@ async def test_drop_jobs_releases_what_it_removes(redis: Redis, keys: Keys) -> N
     await redis.set(jobs[2][2], "newer-copy")  # a newer copy holds it now: kept
     plain = make_job()
     await redis.zadd(keys.dead, {plain: 2})
-    assert await commands.drop_jobs(redis, keys.dead, entries=[jobs[0][0]]) == 1
+    assert await locks.drop_jobs(redis, keys.dead, entries=[jobs[0][0]]) == 1
     assert not await redis.exists(jobs[0][2])
     assert await redis.exists(jobs[1][2])
-    assert await commands.drop_jobs(redis, keys.dead, pop=10) == 3
+    assert await locks.drop_jobs(redis, keys.dead, pop=10) == 3
     assert not await redis.exists(jobs[1][2])
     assert await redis.get(jobs[2][2]) == b"newer-copy"
 
@@ -191,7 +191,7 @@ async def test_drop_jobs_releases_what_it_removes(redis: Redis, keys: Keys) -> N
     for raw, jid, lock in queued:
         await redis.set(lock, jid)
         await redis.lpush(keys.queue("default"), raw)
-    assert await commands.drop_jobs(redis, keys.queue("default"), pop=1, kind="list") == 1
+    assert await locks.drop_jobs(redis, keys.queue("default"), pop=1, kind="list") == 1
     assert not await redis.exists(queued[0][2])  # the oldest went first
     assert await redis.exists(queued[1][2])
 
@@ -199,7 +199,7 @@ async def test_drop_jobs_releases_what_it_removes(redis: Redis, keys: Keys) -> N
 async def test_drop_jobs_wrong_type_removes_nothing(redis: Redis, keys: Keys) -> None:
     await redis.set(keys.dead, "oops")
     with pytest.raises(Exception, match="WRONGTYPE"):
-        await commands.drop_jobs(redis, keys.dead, pop=10)
+        await locks.drop_jobs(redis, keys.dead, pop=10)
     assert await redis.get(keys.dead) == b"oops"
 
 
@@ -225,7 +225,7 @@ async def test_delete_orphan_lock(redis: Redis, keys: Keys, where: str) -> None:
         await redis.hset(keys.workers("p2"), "0", orjson.dumps({"payload": raw.decode()}))
     elif where == "unsettled":
         await redis.rpush(keys.unsettled, orjson.dumps({"payload": raw.decode()}))
-    deleted = await commands.delete_orphan_lock(
+    deleted = await locks.delete_orphan_lock(
         redis, keys, lock=lock, holder="another" if where == "changed" else jid
     )
     assert deleted == (where == "nowhere")
