@@ -8,6 +8,9 @@
 -- ARGV[2] = the payload to push (the caller re-encoded it with a new
 --           `enqueued_at`, `retry_count` kept)
 -- ARGV[3] = the queue's name
+-- ARGV[4] = (optional) the periodic running-lock prefix: the job of an
+--           overlap=False entry takes its running lock again (when free or
+--           its own), so no slot starts beside the run an operator revived
 -- Returns 1 when moved, 0 when the entry was already gone (moved or deleted by
 -- someone else). A queue key of the wrong type is a WRONGTYPE error raised
 -- before anything was written.
@@ -20,15 +23,19 @@
 -- after the removal and are best effort: once the job is on its queue it runs
 -- whether or not they succeed. A unique job takes its lock again
 -- (retake_unique_of): it waits on its queue holding it, as when first enqueued.
+-- The locks are best effort too (pcall): a lock key of the wrong type never
+-- fails a move that is already made.
 
 --- @include release_unique
+--- @include running_lock
 
 if not redis.call("ZSCORE", KEYS[1], ARGV[1]) then
   return 0
 end
 redis.call("LPUSH", KEYS[2], ARGV[2])
 redis.call("ZREM", KEYS[1], ARGV[1])
-retake_unique_of(ARGV[2])
+pcall(retake_unique_of, ARGV[2])
+retake_for(ARGV[2], ARGV[4], 3600000)
 redis.pcall("SADD", KEYS[3], ARGV[3])
 redis.pcall("ZADD", KEYS[4], 0, "1")
 return 1

@@ -10,7 +10,7 @@
 --           dead set is trimmed as file.lua trims it
 -- ARGV[6] = (optional) the periodic running-lock prefix: the job of an
 --           overlap=False entry releases its running lock (owner-checked)
---           as it dies
+--           as it dies; a unique job releases its lock (from its payload)
 -- Returns 1 when moved, 0 when the entry was already gone (moved, retried or
 -- deleted by someone else).
 --
@@ -18,6 +18,7 @@
 -- still due (and run by the poller while an operator retries it from dead);
 -- two operators killing it at once would each add a dead copy.
 --- @include running_lock
+--- @include release_unique
 
 if not redis.call("ZSCORE", KEYS[1], ARGV[1]) then
   return 0
@@ -27,4 +28,5 @@ redis.call("ZREM", KEYS[1], ARGV[1])
 redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", "(" .. ARGV[5])
 redis.call("ZREMRANGEBYRANK", KEYS[2], 0, -(tonumber(ARGV[4]) + 1))
 release_for(ARGV[1], ARGV[6])
+pcall(release_unique_of, ARGV[1])
 return 1

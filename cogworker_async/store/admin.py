@@ -15,10 +15,11 @@ async def enqueue_entry(
 
     False when the entry was already gone (someone else moved or deleted it).
     A queue key of the wrong type raises ``redis.ResponseError`` (WRONGTYPE)
-    with nothing written.
+    with nothing written. The job takes its lock again (unique, or an
+    overlap=False periodic entry's running lock) when free or its own.
     """
     script_keys = [source, keys.queue(queue), keys.queues, keys.wakeup(queue)]
-    args: list[EncodableArg] = [entry, payload, queue]
+    args: list[EncodableArg] = [entry, payload, queue, keys.periodic_running_prefix]
     return bool(await script("enqueue_entry").run(redis, script_keys, args))
 
 
@@ -37,8 +38,9 @@ async def kill_entry(
 
     The dead set is then trimmed to ``dead_max_jobs`` entries younger than
     ``dead_timeout``, as a failure filed there is. False when the entry was
-    already gone (someone else moved or deleted it). A job of an overlap=False
-    periodic entry releases its running lock in the same step.
+    already gone (someone else moved or deleted it). The job's lock (unique, or
+    an overlap=False periodic entry's running lock) is released in the same
+    step, owner-checked.
     """
     args: list[EncodableArg] = [
         entry,

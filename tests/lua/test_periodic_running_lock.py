@@ -299,3 +299,24 @@ async def test_ack_with_the_metrics_history_on_still_releases(redis: Redis, keys
     assert await commands.ack(redis, keys, identity=ME, acks=acks) == []
     assert await holder(redis, keys) is None
     assert await redis.llen(keys.in_progress(ME)) == 0  # type: ignore[misc]
+
+
+async def test_an_operator_retry_retakes_a_free_lock_and_leaves_a_newer_runs(
+    redis: Redis, keys: Keys
+) -> None:
+    """A dead run an operator retries waits on its queue holding the running
+    lock again (no slot starts beside it); a lock a newer run holds stays."""
+    for holder_now, expected in ((None, "self"), ("a-newer-run", "a-newer-run")):
+        raw = periodic_job(queued_ttl=90.0)
+        if holder_now is not None:
+            await redis.set(lock(keys), holder_now)
+        await redis.zadd(keys.dead, {raw: 1.0})
+        moved = await admin.enqueue_entry(
+            redis, keys, source=keys.dead, entry=raw, payload=raw, queue="default"
+        )
+        assert moved
+        want = jid_of(raw) if expected == "self" else expected
+        assert await holder(redis, keys) == want.encode()
+        if expected == "self":
+            assert 80_000 < await redis.pttl(lock(keys)) <= 90_000  # the queued TTL
+        await redis.delete(lock(keys), keys.queue("default"))

@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
 from cogworker_async.payload import new_jid
-from cogworker_async.store import commands, locks, orphans
+from cogworker_async.store import admin, commands, locks, orphans
 from cogworker_async.store.commands import Filing
 from tests.lua.support import enqueue, jid_of, make_job
 
@@ -264,3 +264,23 @@ async def test_acks_release_their_locks_unless_the_job_was_gone(
     assert not await redis.exists(done[2])
     assert await redis.get(gone[2]) == gone[1].encode()  # it runs again: still its lock
     assert await redis.get(newer[2]) == b"a-newer-copy"
+
+
+async def test_an_operator_kill_releases_a_unique_lock(redis: Redis, keys: Keys) -> None:
+    raw, jid, lock = unique_job(keys, "kill")
+    for holder, released in ((jid, True), ("a-newer-copy", False)):
+        await redis.set(lock, holder)
+        await redis.zadd(keys.retry, {raw: 1.0})
+        killed = await admin.kill_entry(
+            redis,
+            keys,
+            source=keys.retry,
+            entry=raw,
+            dead_entry=raw,
+            now=time.time(),
+            dead_max_jobs=100,
+            dead_timeout=3600,
+        )
+        assert killed
+        assert (await redis.exists(lock) == 0) == released
+        await redis.delete(keys.dead)
