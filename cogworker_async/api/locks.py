@@ -15,7 +15,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 
-from cogworker_async.api._common import _SCAN_COUNT, _glob_escape
+from cogworker_async.api._common import _SCAN_COUNT, _glob_escape, _is_wrong_type, log
 from cogworker_async.keys import Keys
 from cogworker_async.store import locks
 from cogworker_async.store.replies import loose_text as _loose_text
@@ -59,6 +59,8 @@ async def list_locks(redis: Redis, keys: Keys, *, name: str | None = None) -> li
     for i, key in enumerate(names):
         holder, pttl = replies[2 * i], replies[2 * i + 1]
         if not isinstance(holder, bytes | str):
+            if isinstance(holder, Exception) and _is_wrong_type(holder):
+                log.warning("%s is not a string, so not a lock: not listed, left alone", key)
             continue  # gone since the scan, or not a string: not a lock of ours
         ttl = pttl / 1000 if isinstance(pttl, int) and pttl >= 0 else None
         found.append(LockInfo(key, _job_name(keys, key), _text(holder), ttl))
@@ -70,6 +72,9 @@ async def delete_lock(redis: Redis, keys: Keys, key: str) -> bool:
     full = key if key.startswith(keys.unique("")) else keys.unique(key)
     if full == releases_key(keys):
         raise ValueError(f"{full} is not a lock")
+    found = _text(await redis.type(full))
+    if found not in ("string", "none"):
+        raise ValueError(f"{full} holds a {found}, not a lock: left alone")
     return bool(await redis.delete(full))
 
 
