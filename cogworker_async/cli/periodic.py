@@ -60,7 +60,10 @@ def register(app: typer.Typer, *, run: Runner, fail: Callable[[str, int], typer.
         async def action(redis: Any, keys: Any) -> str | None:
             return await api.run_periodic_now(redis, keys, name)
 
-        jid = run(redis_url, namespace, action)
+        try:
+            jid = run(redis_url, namespace, action)
+        except ValueError as exc:  # an unreadable published definition
+            raise fail(str(exc), 1) from None
         if jid is None:
             raise fail(f"no periodic entry named {name!r} (see `periodic list`)", 1)
         typer.echo(jid)

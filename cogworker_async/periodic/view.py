@@ -6,6 +6,7 @@ when they started (the definition the newest process runs, per name).
 
 from __future__ import annotations
 
+import logging
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -19,6 +20,8 @@ from cogworker_async.periodic.ticker import redis_now
 from cogworker_async.periodic.timing import next_slot
 from cogworker_async.store.replies import text
 from cogworker_async.store.scripts import script
+
+log = logging.getLogger("cogworker_async.periodic")
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,25 +65,56 @@ def entry_of(definition: dict[str, Any]) -> Entry:
     )
 
 
-async def definitions(redis: Redis, keys: Keys) -> dict[str, dict[str, Any]]:
+def _definition(raw: bytes | str) -> dict[str, Any] | str:
+    """A published definition, or the problem that makes it unreadable."""
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        return f"not JSON: {exc}"
+    if not isinstance(value, dict):
+        return f"not a JSON object: {type(value).__name__}"
+    missing = [f for f in ("name", "job", "queue") if not isinstance(value.get(f), str)]
+    if missing:
+        return f"no {', '.join(missing)}"
+    return value
+
+
+async def definitions(redis: Redis, keys: Keys) -> dict[str, dict[str, Any] | str]:
+    """Every published definition by name; an unreadable one is named with its
+    problem (kept in Redis for a human: the next worker with that entry
+    publishes it again)."""
     raw = await redis.hgetall(keys.periodic("entries"))
-    return {text(k): orjson.loads(v) for k, v in raw.items()}
+    return {text(k): _definition(v) for k, v in raw.items()}
+
+
+def _float(raw: bytes | str) -> float | None:
+    try:
+        return float(text(raw))
+    except ValueError:
+        return None
 
 
 async def periodic_list(redis: Redis, keys: Keys) -> list[PeriodicInfo]:
     """Every published entry with its next slot (Redis's clock) and the last slot run."""
     found = await definitions(redis, keys)
     lasts = await redis.hgetall(keys.periodic("last"))
-    last = {text(k): float(text(v)) for k, v in lasts.items()}
+    last = {text(k): _float(v) for k, v in lasts.items()}
     results = await redis.hgetall(keys.periodic("results"))
     result = {text(k): _loads(v) for k, v in results.items()}
     names = sorted(found)
-    locked = [n for n in names if isinstance(found[n], dict) and found[n].get("overlap") is False]
+    locked = [
+        n for n, d in sorted(found.items()) if isinstance(d, dict) and d.get("overlap") is False
+    ]
     holders = dict(zip(locked, await _holders(redis, keys, locked), strict=True))
     now = await redis_now(redis)
     out = []
     for name in names:
         d = found[name]
+        if isinstance(d, str):
+            log.warning("periodic entry %r: its published definition is unreadable (%s)", name, d)
+            schedule = f"unreadable definition ({d})"
+            out.append(PeriodicInfo(name, "?", "?", schedule, "?", "?", None, last.get(name)))
+            continue
         try:
             upcoming: float | None = next_slot(entry_of(d), now)
         except Exception:  # noqa: BLE001 - one bad definition must not hide the others
@@ -128,7 +162,10 @@ async def run_now(redis: Redis, keys: Keys, name: str) -> str | None:
     raw = await redis.hget(keys.periodic("entries"), name)
     if raw is None:
         return None
-    entry = entry_of(orjson.loads(raw))
+    definition = _definition(raw)
+    if isinstance(definition, str):
+        raise ValueError(f"periodic entry {name!r} has an unreadable definition ({definition})")
+    entry = entry_of(definition)
     now = await redis_now(redis)
     jid = payload.new_jid()
     job = payload.build(

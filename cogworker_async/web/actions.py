@@ -155,7 +155,10 @@ async def set_action(request: Request) -> Response:
 async def periodic_run(request: Request) -> Response:
     ui = ui_of(request)
     name = first(await form(request), "name")
-    jid = await api.run_periodic_now(redis_of(request), ui.keys, name)
+    try:
+        jid = await api.run_periodic_now(redis_of(request), ui.keys, name)
+    except ValueError as exc:  # an unreadable published definition
+        return back(request, "/periodic", str(exc))
     note = f"enqueued {name} now as {jid}" if jid else f"no periodic entry {name!r}"
     return back(request, "/periodic", note)
 

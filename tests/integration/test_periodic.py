@@ -282,6 +282,22 @@ async def test_periodic_list_and_run_now_from_the_cli(
     assert unknown.returncode == 1
     assert "no periodic entry named 'nope'" in unknown.stderr + unknown.stdout
 
+    # An unreadable published definition is named, beside the readable ones, and
+    # never a traceback; it stays in Redis for a human.
+    await redis.hset(keys.periodic("entries"), "broken", "{not json")
+    await redis.hset(keys.periodic("last"), "broken", "garbage")
+    listed = cli(settings, "periodic", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    by_name = {e["name"]: e for e in orjson.loads(listed.stdout)}
+    assert by_name["tick"]["schedule"] == "every 1s"
+    assert by_name["broken"]["schedule"].startswith("unreadable definition (not JSON")
+    assert "'broken': its published definition is unreadable" in listed.stderr
+    refused = cli(settings, "periodic", "run-now", "broken")
+    assert refused.returncode == 1
+    assert refused.stderr.startswith("error: periodic entry 'broken' has an unreadable definition")
+    assert "Traceback" not in refused.stderr
+    assert await redis.hget(keys.periodic("entries"), "broken") == b"{not json"
+
 
 async def test_overlap_false_skips_slots_while_the_previous_run_runs(
     settings: Settings,
