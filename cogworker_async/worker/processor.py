@@ -192,18 +192,18 @@ class Processors:
             return
         started = time.time()
         self.running[slot] = running = RunningJob(raw, job, started)
+        # A job that holds a lock (a periodic entry's run, a unique job) is
+        # minded at its start and its end; a plain job pays these two lookups.
+        locked = PJID in job or "unique" in job
         lock = ""
         try:
-            # A plain job pays this lookup; a periodic one re-takes its running lock.
-            if PJID in job:
-                lock = await self._periodic_started(job)
+            if locked:
+                lock = await self._locks_at_start(job)
             function = self._registry.get(job["class"])
             set_current(job)
             if self._debug:
                 self._log.debug("jid=%s %s start queue=%s", job["jid"], job["class"], job["queue"])
             # Inlined _tracked(): a plain job pays these flag checks, not a call.
-            if "unique" in job:
-                await self._unique_started(job)
             if (
                 self._track_all
                 or "status" in job
@@ -255,17 +255,12 @@ class Processors:
                 ended_by_abort(running, self._tasks.get(slot), None)
                 await self._file_aborted(slot, running)
                 return
-            if lock:
-                run = (job["class"], started, time.time()) if self._history else None
-                self._fetcher.ack(raw, job["jid"], run, lock)  # the lock released with the ack
-            elif "unique" in job:
-                self._ack_unique(raw, job, started)
+            if locked:
+                await self._ack_locked(raw, job, started, lock)
             elif self._history:
                 self._fetcher.ack(raw, job["jid"], (job["class"], started, time.time()))
             else:
                 self._fetcher.ack(raw, job["jid"])
-            if self._periodic is not None and PJID in job:
-                await self._periodic.record(job, "ok")
             if self._debug:
                 self._log.debug(
                     "jid=%s %s done queue=%s in %.3f s",
@@ -313,8 +308,28 @@ class Processors:
             if not self.running:
                 self._quiet.set()
 
-    async def _periodic_started(self, job: dict[str, Any]) -> str:
-        return "" if self._periodic is None else await self._periodic.started(job)
+    async def _locks_at_start(self, job: dict[str, Any]) -> str:
+        """A periodic run re-takes its running lock (returned: released with its
+        ack); a unique ``until_executing`` job releases its lock now."""
+        if "unique" in job:
+            await self._unique_started(job)
+        if PJID in job and self._periodic is not None:
+            return await self._periodic.started(job)
+        return ""
+
+    async def _ack_locked(self, raw: bytes, job: dict[str, Any], started: float, lock: str) -> None:
+        """The ack of a success that holds a lock: released in the ack's own step
+        (a periodic run's, or a unique job's); a periodic run's result recorded."""
+        if lock:
+            run = (job["class"], started, time.time()) if self._history else None
+            self._fetcher.ack(raw, job["jid"], run, lock)
+        elif "unique" in job:
+            self._ack_unique(raw, job, started)
+        else:
+            run = (job["class"], started, time.time()) if self._history else None
+            self._fetcher.ack(raw, job["jid"], run)
+        if self._periodic is not None and PJID in job:
+            await self._periodic.record(job, "ok")
 
     def _tracked(self, job: dict[str, Any], function: JobFunction[Any, Any] | None) -> bool:
         """Does this job keep a result or track its status? (The plain job's cost: this.)"""
