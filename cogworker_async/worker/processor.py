@@ -36,8 +36,7 @@ from cogworker_async.errors import JobTimeout, UnknownJob
 from cogworker_async.jobs import JobFunction, JobRegistry
 from cogworker_async.middleware import Next, ServerMiddleware, wrap_server_chain
 from cogworker_async.periodic.running import PJID, PeriodicRuns
-from cogworker_async.store.commands import Filing
-from cogworker_async.unique import DeferredReleases, release_of
+from cogworker_async.unique import DeferredReleases
 from cogworker_async.worker.aborting import (
     MARKED,
     NOT_ABORTED,
@@ -45,6 +44,7 @@ from cogworker_async.worker.aborting import (
     ended_by_abort,
 )
 from cogworker_async.worker.fetcher import Fetcher
+from cogworker_async.worker.job_locks import JobLocks
 from cogworker_async.worker.settlement import Settler
 from cogworker_async.worker.suspects import SUSPECT_PREFIX, Suspects
 from cogworker_async.worker.threads import HandlerThreads, cancelled_by_us
@@ -101,8 +101,8 @@ class Processors:
         self._tracker = tracker
         self._track_all = tracker is not None and tracker.all
         # Periodic jobs (a payload with periodic_pjid): their running lock and result.
-        self._periodic = periodic
-        self._releases = releases
+        # Jobs that hold a lock (periodic runs, unique jobs): their start and end.
+        self._locks = JobLocks(fetcher, periodic=periodic, releases=releases, history=history)
         self._log = logger
         self._debug = logger.isEnabledFor(logging.DEBUG)
         self.running: dict[int, RunningJob] = {}
@@ -198,7 +198,7 @@ class Processors:
         lock = ""
         try:
             if locked:
-                lock = await self._locks_at_start(job)
+                lock = await self._locks.started(job)
             function = self._registry.get(job["class"])
             set_current(job)
             if self._debug:
@@ -248,15 +248,15 @@ class Processors:
                 await self._settler.file(filing)
                 if self._tracker is not None and self._tracked(job, function):
                     await self._tracker.failed(slot, job, function, exc, filing)
-                if self._periodic is not None and PJID in job:
-                    await self._periodic.record(job, _outcome(filing), type(exc).__name__)
+                if locked:
+                    await self._locks.failed(job, filing, type(exc).__name__)
         else:
             if running.aborted:  # a thread marked, or a handler that swallowed our cancel
                 ended_by_abort(running, self._tasks.get(slot), None)
                 await self._file_aborted(slot, running)
                 return
             if locked:
-                await self._ack_locked(raw, job, started, lock)
+                await self._locks.succeeded(raw, job, started, lock)
             elif self._history:
                 self._fetcher.ack(raw, job["jid"], (job["class"], started, time.time()))
             else:
@@ -308,29 +308,6 @@ class Processors:
             if not self.running:
                 self._quiet.set()
 
-    async def _locks_at_start(self, job: dict[str, Any]) -> str:
-        """A periodic run re-takes its running lock (returned: released with its
-        ack); a unique ``until_executing`` job releases its lock now."""
-        if "unique" in job:
-            await self._unique_started(job)
-        if PJID in job and self._periodic is not None:
-            return await self._periodic.started(job)
-        return ""
-
-    async def _ack_locked(self, raw: bytes, job: dict[str, Any], started: float, lock: str) -> None:
-        """The ack of a success that holds a lock: released in the ack's own step
-        (a periodic run's, or a unique job's); a periodic run's result recorded."""
-        if lock:
-            run = (job["class"], started, time.time()) if self._history else None
-            self._fetcher.ack(raw, job["jid"], run, lock)
-        elif "unique" in job:
-            self._ack_unique(raw, job, started)
-        else:
-            run = (job["class"], started, time.time()) if self._history else None
-            self._fetcher.ack(raw, job["jid"], run)
-        if self._periodic is not None and PJID in job:
-            await self._periodic.record(job, "ok")
-
     def _tracked(self, job: dict[str, Any], function: JobFunction[Any, Any] | None) -> bool:
         """Does this job keep a result or track its status? (The plain job's cost: this.)"""
         return (
@@ -339,30 +316,6 @@ class Processors:
             or "keep_result" in job
             or (function is not None and function.tracks)
         )
-
-    async def _unique_started(self, job: dict[str, Any]) -> None:
-        """A unique job's run starts: ``until_executing`` releases its lock now
-        (awaited: the lock is gone before the handler runs). ``until_executed``
-        releases it in the step that settles it: its ack (``_ack_unique``) or,
-        failed for good, its filing. Owner-checked; a failed release is deferred."""
-        releases = self._releases
-        if releases is not None:
-            at_start = release_of(job, terminal=False)
-            if at_start is not None:
-                await releases.release(at_start)
-
-    def _ack_unique(self, raw: bytes, job: dict[str, Any], started: float) -> None:
-        """Ack a unique job that succeeded, its lock released in the ack's own step
-        (reliable mode). In basic mode an ack removes nothing and is not sent at
-        shutdown: the release goes out on its own, coalesced (``release_soon``)."""
-        release = release_of(job, terminal=True)
-        run = (job["class"], started, time.time()) if self._history else None
-        if release is not None and self._fetcher.reliable:
-            self._fetcher.ack(raw, job["jid"], run, release.key)
-            return
-        self._fetcher.ack(raw, job["jid"], run)
-        if release is not None and self._releases is not None:
-            self._releases.release_soon(release)
 
     async def _run_tracked(
         self,
@@ -438,13 +391,6 @@ class Processors:
             if scope.expired():
                 raise JobTimeout(f"ran past its timeout of {limit} s") from None
             raise
-
-
-def _outcome(filing: Filing) -> str:
-    """A failed periodic run's result, as ``periodic list`` shows it."""
-    if filing.target is None:
-        return "failed, discarded"
-    return "failed, dead" if filing.target.endswith(":dead") else "failed, will retry"
 
 
 def _into(box: list[Any], call: Callable[[], Any]) -> None:
