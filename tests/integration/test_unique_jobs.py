@@ -189,26 +189,26 @@ async def test_released_after_success(settings: Settings, redis: Redis, keys: Ke
     assert runs.count("sync 1") >= 1
 
 
-async def test_released_after_the_last_failure(
-    settings: Settings, redis: Redis, keys: Keys
+@pytest.mark.parametrize(
+    ("failing", "arg", "in_dead"),
+    [(boom, "x", 1), (discard, "d", 0)],
+    ids=["after the last failure", "after a discard"],
+)
+async def test_released_when_a_failure_is_terminal(
+    settings: Settings,
+    redis: Redis,
+    keys: Keys,
+    failing: JobFunction[Any, Any],
+    arg: str,
+    in_dead: int,
 ) -> None:
-    lock = key_of(keys, "uq.boom", "x")
+    lock = key_of(keys, failing.name, arg)
     async with Client(settings) as client:
-        await client.enqueue(boom, "x")
+        await client.enqueue(failing, arg)
         async with Worker(settings, jobs=ALL):
             await wait_for(lambda: _gone(redis, lock))
-    assert await redis.zcard(keys.dead) == 1
-    assert runs == ["x"]
-
-
-async def test_released_after_discard(settings: Settings, redis: Redis, keys: Keys) -> None:
-    lock = key_of(keys, "uq.discard", "d")
-    async with Client(settings) as client:
-        await client.enqueue(discard, "d")
-        async with Worker(settings, jobs=ALL):
-            await wait_for(lambda: _gone(redis, lock))
-    assert await redis.zcard(keys.dead) == 0
-    assert runs == ["d"]
+    assert await redis.zcard(keys.dead) == in_dead
+    assert runs == [arg]
 
 
 async def test_kept_while_retrying(settings: Settings, redis: Redis, keys: Keys) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import orjson
@@ -9,6 +10,7 @@ from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
 from cogworker_async.payload import new_jid
+from cogworker_async.store import admin
 from cogworker_async.store.scripts import script
 
 
@@ -70,3 +72,18 @@ async def trust_judge(redis: Redis, keys: Keys, *, now: float | None = None) -> 
     await redis.hset(keys.last_beat, JUDGE, f"{now:.6f}")
     await redis.hset(keys.beating_since, JUDGE, f"{now - 10_000:.6f}")
     return JUDGE
+
+
+async def kill_from_retry(redis: Redis, keys: Keys, raw: bytes) -> bool:
+    """An operator's kill of ``raw`` (put in the retry set first): into dead as is."""
+    await redis.zadd(keys.retry, {raw: 1.0})
+    return await admin.kill_entry(
+        redis,
+        keys,
+        source=keys.retry,
+        entry=raw,
+        dead_entry=raw,
+        now=time.time(),
+        dead_max_jobs=100,
+        dead_timeout=3600,
+    )

@@ -18,7 +18,7 @@ from cogworker_async.periodic import every
 from cogworker_async.periodic.ticker import publish
 from cogworker_async.store import admin, commands, orphans
 from cogworker_async.store.commands import Ack, Filing
-from tests.lua.support import jid_of, make_job
+from tests.lua.support import jid_of, kill_from_retry, make_job
 
 pytestmark = pytest.mark.anyio
 
@@ -275,18 +275,7 @@ async def test_run_now_of_an_overlap_false_entry_takes_a_free_lock(
 async def test_an_operator_kill_releases_the_lock(redis: Redis, keys: Keys) -> None:
     raw = periodic_job()
     await redis.set(lock(keys), jid_of(raw))
-    await redis.zadd(keys.retry, {raw: 1.0})
-    killed = await admin.kill_entry(
-        redis,
-        keys,
-        source=keys.retry,
-        entry=raw,
-        dead_entry=raw,
-        now=time.time(),
-        dead_max_jobs=100,
-        dead_timeout=3600,
-    )
-    assert killed
+    assert await kill_from_retry(redis, keys, raw)
     assert await holder(redis, keys) is None
 
 

@@ -12,9 +12,9 @@ from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
 from cogworker_async.payload import new_jid
-from cogworker_async.store import admin, commands, locks, orphans
+from cogworker_async.store import commands, locks, orphans
 from cogworker_async.store.commands import Filing
-from tests.lua.support import enqueue, jid_of, make_job
+from tests.lua.support import enqueue, jid_of, kill_from_retry, make_job
 
 pytestmark = pytest.mark.anyio
 
@@ -270,17 +270,6 @@ async def test_an_operator_kill_releases_a_unique_lock(redis: Redis, keys: Keys)
     raw, jid, lock = unique_job(keys, "kill")
     for holder, released in ((jid, True), ("a-newer-copy", False)):
         await redis.set(lock, holder)
-        await redis.zadd(keys.retry, {raw: 1.0})
-        killed = await admin.kill_entry(
-            redis,
-            keys,
-            source=keys.retry,
-            entry=raw,
-            dead_entry=raw,
-            now=time.time(),
-            dead_max_jobs=100,
-            dead_timeout=3600,
-        )
-        assert killed
+        assert await kill_from_retry(redis, keys, raw)
         assert (await redis.exists(lock) == 0) == released
         await redis.delete(keys.dead)
