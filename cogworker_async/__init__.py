@@ -24,6 +24,10 @@ from cogworker_async.errors import (
     UnparseableJob,
 )
 from cogworker_async.jobs import BoundJob, JobFunction, job
+
+# The decorator object, not the subpackage of the same name (which it stands
+# for: see periodic/decorator.py): ``from cogworker_async import periodic``.
+from cogworker_async.periodic import periodic
 from cogworker_async.settings import Settings
 from cogworker_async.worker.worker import Worker
 
@@ -56,4 +60,5 @@ __all__ = [
     "current_job",
     "job",
     "lifespan_state",
+    "periodic",
 ]

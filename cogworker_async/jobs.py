@@ -9,11 +9,14 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, replace
 from datetime import datetime
 from types import ModuleType
-from typing import Any, Generic, Literal, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
 
 from cogworker_async.errors import ConfigurationError
 from cogworker_async.settings import Settings, check_queue_name
 from cogworker_async.unique.lock import UniqueKey, UniqueMode, check_unique
+
+if TYPE_CHECKING:  # periodic.entries imports this module
+    from cogworker_async.periodic.entries import Entry
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -130,6 +133,9 @@ class JobFunction(Generic[P, R]):
         self.fn = fn
         self.name = name
         self.defaults = options
+        # Periodic entries declared with ``@periodic`` on this job: a worker
+        # given the job (or its module) ticks them.
+        self.schedules: tuple[Entry, ...] = ()
         self.retry_in = retry_in
         self.is_async = inspect.iscoroutinefunction(fn)
         # Read on every job: does it keep a result or track its status by default?
@@ -340,6 +346,11 @@ class JobRegistry:
     @property
     def names(self) -> list[str]:
         return sorted(self._by_name)
+
+    @property
+    def schedules(self) -> list[Entry]:
+        """The periodic entries declared with ``@periodic`` on these jobs, by job name."""
+        return [e for name in self.names for e in self._by_name[name].schedules]
 
     def __len__(self) -> int:
         return len(self._by_name)

@@ -118,7 +118,12 @@ class Worker:
         self.key_guard: KeyGuard | None = None
         self._lifespan: LifespanRunner | None = None  # entered, not yet exited
         # Periodic entries: every worker ticks them; a slot's claim decides who pushes.
-        self.periodic = list(periodic)
+        # Given here, or declared with @periodic on the jobs (the same entry given
+        # both ways counts once).
+        self.periodic: list[Entry] = []
+        for entry in [*periodic, *self.registry.schedules]:
+            if entry not in self.periodic:
+                self.periodic.append(entry)
         names = [e.name for e in self.periodic]
         if len(set(names)) != len(names):
             raise ValueError(f"periodic entry names must be unique, got {names}")
