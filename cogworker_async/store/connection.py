@@ -91,15 +91,21 @@ def connect(settings: Settings, *, max_connections: int | None = None) -> Redis:
 
 
 class _SentinelPrimary(Redis):
-    """The primary a set of sentinels names; closing it closes the links to them too."""
+    """The primary a set of sentinels names; closing it closes the links to them too.
+
+    ``Sentinel`` keeps one client per sentinel (each with its own pool) for
+    discovery, and ``master_for``'s client does not own them (redis-py #3201):
+    left open, their sockets are reported unclosed when collected.
+    """
 
     watchers: async_sentinel.Sentinel | None = None
 
     async def aclose(self, close_connection_pool: bool | None = None) -> None:
-        await super().aclose(close_connection_pool)
-        if self.watchers is not None:
-            for watcher in self.watchers.sentinels:
-                await watcher.aclose()
+        try:
+            await super().aclose(close_connection_pool)
+        finally:
+            if self.watchers is not None:
+                await self.watchers.aclose()
 
 
 class _SyncSentinelPrimary(sync_redis.Redis):
@@ -151,10 +157,13 @@ def _connect_multi(settings: Settings, topology: Topology, max_connections: int 
     )
     # Each new connection asks the sentinels where the primary is now, so after
     # a failover the next command (once the old links have failed) reaches it.
-    return cast(
-        Redis,
-        sentinel.master_for(topology.service, max_connections=max_connections or DEFAULT_POOL_SIZE),
+    primary = sentinel.master_for(
+        topology.service,
+        redis_class=_SentinelPrimary,
+        max_connections=max_connections or DEFAULT_POOL_SIZE,
     )
+    primary.watchers = sentinel
+    return cast(Redis, primary)
 
 
 async def discovered(redis: Redis, bound: float) -> None:
