@@ -82,21 +82,36 @@ async def test_primary_killed_mid_run_every_job_completes(
         gc.collect()  # an unclosed link would be reported now, failing this test
 
 
-async def _run(sentinels: Sentinels, caplog: pytest.LogCaptureFixture) -> None:
-    settings = Settings(
-        redis_url=sentinels.url, namespace="fo", **{**FAST, "concurrency": 4, "prefetch": 0}
-    )
-    total = 800
+async def _enqueue_replicated(settings: Settings, numbers: range) -> list[str]:
     async with Client(settings) as producer:
-        jids = await producer.enqueue_many(work, [(i,) for i in range(total)])
+        jids = await producer.enqueue_many(work, [(i,) for i in numbers])
     # Every enqueue on the replica before the kill: an enqueue acknowledged by the
-    # primary alone may be lost by a failover (docs/scaling.md); this test is about
-    # the worker's side.
+    # primary alone may be lost by a failover (docs/scaling.md); these tests are
+    # about the worker's side.
     redis = connect(settings)
     try:
         assert await redis.execute_command("WAIT", 1, 10_000) == 1
     finally:
         await redis.aclose()
+    return jids
+
+
+def _report(caplog: pytest.LogCaptureFixture, since: float) -> None:
+    """The failover as the worker saw it; each duty's outage logged once, not per try."""
+    for record in caplog.records:
+        at = record.created - time.time() + time.monotonic() - since
+        print(f"{at:6.2f} s", record.getMessage())
+    outages = [r for r in caplog.records if "Redis unavailable" in r.getMessage()]
+    per_duty = Counter(r.getMessage().split(":")[0] for r in outages)
+    assert all(n == 1 for n in per_duty.values()), per_duty
+
+
+async def _run(sentinels: Sentinels, caplog: pytest.LogCaptureFixture) -> None:
+    settings = Settings(
+        redis_url=sentinels.url, namespace="fo", **{**FAST, "concurrency": 4, "prefetch": 0}
+    )
+    total = 800
+    jids = await _enqueue_replicated(settings, range(total))
     old_port = sentinels.primary.port
     async with Worker(settings, jobs=[work]):
 
@@ -117,10 +132,63 @@ async def _run(sentinels: Sentinels, caplog: pytest.LogCaptureFixture) -> None:
     print(f"\nfailover: all {total} jobs done {took:.1f} s after the kill; ran twice: {len(twice)}")
     # Only jobs in flight at the kill can run again: at most what one process holds.
     assert len(twice) <= settings.concurrency + 1, twice
-    for record in caplog.records:  # the failover as the worker saw it, for the report
-        since = record.created - time.time() + time.monotonic() - killed_at
-        print(f"{since:6.2f} s", record.getMessage())
-    outages = [r for r in caplog.records if "Redis unavailable" in r.getMessage()]
-    # Logged once per duty, not once per try.
-    per_duty = Counter(r.getMessage().split(":")[0] for r in outages)
-    assert all(n == 1 for n in per_duty.values()), per_duty
+    _report(caplog, killed_at)
+
+
+def _role(port: int) -> tuple[str, int | None]:
+    """A server's role and, for a replica, its primary's port."""
+    with sync_redis.Redis(host=HOST, port=port, decode_responses=True) as client:
+        info = client.info("replication")
+    return info["role"], info.get("master_port")
+
+
+async def test_old_primary_back_as_a_replica_worker_stays_on_the_new_one(
+    sentinels: Sentinels, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The killed primary restarts on its address (empty, claiming to be a primary)
+    and the sentinels turn it into a replica of the promoted one: the worker
+    never goes back to it, jobs enqueued after its return complete too, and the
+    outage is logged once per duty."""
+    caplog.set_level(logging.WARNING, "cogworker_async")
+    done.clear()
+    settings = Settings(
+        redis_url=sentinels.url, namespace="ob", **{**FAST, "concurrency": 4, "prefetch": 0}
+    )
+    old = sentinels.primary
+    assert old.port is not None
+    before = await _enqueue_replicated(settings, range(300))
+    try:
+        async with Worker(settings, jobs=[work]):
+
+            async def started() -> bool:
+                return len(done) >= 30
+
+            await wait_for(started, timeout=30)
+            killed_at = time.monotonic()
+            old.kill()
+
+            async def promoted() -> bool:
+                return sentinels.primary_port() != old.port
+
+            await wait_for(promoted, timeout=30)
+            new_port = sentinels.primary_port()
+            old.start()  # same address, no data: a primary until the sentinels see it
+
+            async def demoted() -> bool:
+                return _role(old.port) == ("slave", new_port)  # type: ignore[arg-type]
+
+            await wait_for(demoted, timeout=30)
+            after = await _enqueue_replicated(settings, range(300, 400))
+
+            async def finished() -> bool:
+                return set(done) >= {*before, *after}
+
+            await wait_for(finished, timeout=60)
+            took = time.monotonic() - killed_at
+    finally:
+        gc.collect()  # an unclosed link would be reported now, failing this test
+    assert sentinels.primary_port() == new_port
+    twice = {jid: n for jid, n in Counter(done).items() if n > 1}
+    print(f"\nold primary back: all 400 jobs done {took:.1f} s after the kill; twice: {len(twice)}")
+    assert len(twice) <= settings.concurrency + 1, twice
+    _report(caplog, killed_at)
