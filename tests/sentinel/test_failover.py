@@ -1,5 +1,8 @@
-"""Sentinel failover mid-run: a primary, a replica and three sentinels started here;
-the primary is SIGKILLed while a worker runs, and every job still completes.
+"""Sentinel failover mid-run: a primary, a replica and three sentinels started per
+test. The primary is SIGKILLed while a worker runs, and every job still completes;
+the killed primary comes back as a replica, then is made primary again while the
+worker holds links to the current one (READONLY on those links). Closing a client
+also closes its links to the sentinels.
 
 Duplicates are possible only among the jobs in flight at the kill (a job whose
 ack was written to the old primary but not replicated runs again): they are
