@@ -74,6 +74,4 @@ test-cluster: $(STAMP)
 # primary is SIGKILLed mid-run (tests/sentinel).
 .PHONY: test-sentinel
 test-sentinel: $(STAMP)
-	# -W: see the note atop tests/sentinel/test_failover.py (redis-py Sentinel links).
-	COGWORKER_TEST_TOPOLOGIES=1 $(BIN)/pytest -q -s --timeout=300 \
-	  -W ignore::pytest.PytestUnraisableExceptionWarning tests/sentinel
+	COGWORKER_TEST_TOPOLOGIES=1 $(BIN)/pytest -q -s --timeout=300 tests/sentinel

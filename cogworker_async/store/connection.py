@@ -24,9 +24,12 @@ from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
 from redis.retry import Retry as SyncRetry
 
 from cogworker_async.settings import Settings
+from cogworker_async.store.faults import reply_text
 from cogworker_async.store.topology import Topology, is_multi_node, parse_topology
 
 DEFAULT_POOL_SIZE = 64
@@ -90,16 +93,70 @@ def connect(settings: Settings, *, max_connections: int | None = None) -> Redis:
     return Redis.from_pool(pool)  # the client owns the pool and closes it
 
 
+def _demoted(exc: ResponseError) -> bool:
+    """A write refused because the primary became a replica, as a script reports it.
+
+    Redis before 7 wraps the ``READONLY`` a script meets in the script's own
+    error, so redis-py sees a plain ``ResponseError`` and its sentinel link,
+    which drops itself on ``ReadOnlyError`` only, would stay on the demoted
+    server for good: a thread's client running one script (the heartbeat) never
+    left it.
+    """
+    return reply_text(exc).startswith("READONLY")
+
+
+class _PrimaryLink(async_sentinel.SentinelManagedConnection):
+    """A link to the sentinels' primary that also drops itself on a script's READONLY."""
+
+    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().read_response(*args, **kwargs)
+        except ResponseError as exc:
+            if self.connection_pool.is_master and _demoted(exc):
+                # As redis-py does for a bare READONLY: the next connect asks
+                # the sentinels where the primary is now.
+                await self.disconnect()
+                raise RedisConnectionError("The previous master is now a slave") from exc
+            raise
+
+
+class _PrimaryTLSLink(_PrimaryLink, async_sentinel.SentinelManagedSSLConnection):
+    pass
+
+
+class _SyncPrimaryLink(sync_sentinel.SentinelManagedConnection):
+    """The same, for a thread's blocking client."""
+
+    def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().read_response(*args, **kwargs)
+        except ResponseError as exc:
+            if self.connection_pool.is_master and _demoted(exc):
+                self.disconnect()  # type: ignore[no-untyped-call]
+                raise RedisConnectionError("The previous master is now a slave") from exc
+            raise
+
+
+class _SyncPrimaryTLSLink(_SyncPrimaryLink, sync_sentinel.SentinelManagedSSLConnection):
+    pass
+
+
 class _SentinelPrimary(Redis):
-    """The primary a set of sentinels names; closing it closes the links to them too."""
+    """The primary a set of sentinels names; closing it closes the links to them too.
+
+    ``Sentinel`` keeps one client per sentinel (each with its own pool) for
+    discovery, and ``master_for``'s client does not own them (redis-py #3201):
+    left open, their sockets are reported unclosed when collected.
+    """
 
     watchers: async_sentinel.Sentinel | None = None
 
     async def aclose(self, close_connection_pool: bool | None = None) -> None:
-        await super().aclose(close_connection_pool)
-        if self.watchers is not None:
-            for watcher in self.watchers.sentinels:
-                await watcher.aclose()
+        try:
+            await super().aclose(close_connection_pool)
+        finally:
+            if self.watchers is not None:
+                await self.watchers.aclose()
 
 
 class _SyncSentinelPrimary(sync_redis.Redis):
@@ -151,10 +208,14 @@ def _connect_multi(settings: Settings, topology: Topology, max_connections: int 
     )
     # Each new connection asks the sentinels where the primary is now, so after
     # a failover the next command (once the old links have failed) reaches it.
-    return cast(
-        Redis,
-        sentinel.master_for(topology.service, max_connections=max_connections or DEFAULT_POOL_SIZE),
+    primary = sentinel.master_for(
+        topology.service,
+        redis_class=_SentinelPrimary,
+        connection_class=_PrimaryTLSLink if topology.tls else _PrimaryLink,
+        max_connections=max_connections or DEFAULT_POOL_SIZE,
     )
+    primary.watchers = sentinel
+    return cast(Redis, primary)
 
 
 async def discovered(redis: Redis, bound: float) -> None:
@@ -213,7 +274,11 @@ def connect_sync(
         **timeouts,
         **_auth(topology),
     )
-    primary = sentinel.master_for(topology.service, redis_class=_SyncSentinelPrimary)
+    primary = sentinel.master_for(
+        topology.service,
+        redis_class=_SyncSentinelPrimary,
+        connection_class=_SyncPrimaryTLSLink if topology.tls else _SyncPrimaryLink,
+    )
     primary.watchers = sentinel
     return cast(sync_redis.Redis, primary)
 

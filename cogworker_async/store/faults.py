@@ -34,9 +34,14 @@ _OUTAGE_PREFIXES = ("LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOW
 
 
 # Redis before 7.0 wraps an error raised by a command inside a script:
-# "Error running script (call to f_<sha>): @user_script:26: WRONGTYPE ...".
-# Redis 7 and Valkey pass the command's own error through.
-_SCRIPT_WRAPPER = re.compile(r"^(?:ERR )?Error running script \(call to f_[0-9a-f]+\): @\w+:\d+: ")
+# "Error running script (call to f_<sha>): @user_script:26: WRONGTYPE ...". One the
+# script runner raises itself (a write on a replica, say) is wrapped twice:
+# "... @user_script:33: @user_script: 33: -READONLY You can't write against a read
+# only replica." (as Redis 6.2.14 sends it). Redis 7 and Valkey pass the
+# command's own error through.
+_SCRIPT_WRAPPER = re.compile(
+    r"^(?:ERR )?Error running script \(call to f_[0-9a-f]+\): @\w+:\d+: (?:@\w+: \d+: -)?"
+)
 # redis-py prefixes an error raised out of a pipeline with the command it came from.
 _PIPELINE_WRAPPER = re.compile(r"^Command # \d+ \(.*?\) of pipeline caused error: ", re.DOTALL)
 

@@ -30,6 +30,11 @@ OUTAGES: list[BaseException] = [
         "Error running script (call to f_07b6882a659f9c986d7afa1305aec6bd787e1c3c): "
         "@user_script:12: READONLY You can't write against a read only replica."
     ),
+    # Redis 6.2.14: a write refused by the script runner itself, wrapped twice.
+    rexc.ResponseError(
+        "Error running script (call to f_0c1562dab609b1762fd928e12ce359542d70a2b4): "
+        "@user_script:33: @user_script: 33: -READONLY You can't write against a read only replica."
+    ),
 ]
 
 
