@@ -47,6 +47,7 @@ NAV = (
     ("periodic", "/periodic", "Periodic"),
     ("locks", "/locks", "Locks"),
     ("quarantine", "/quarantine", "Quarantine"),
+    ("metrics", "/metrics", "Metrics"),
 )
 """The pages in the navigation bar; a page added later adds a row here."""
 

@@ -13,7 +13,7 @@ from starlette.routing import BaseRoute, Route
 from cogworker_async import api
 from cogworker_async.settings import check_queue_name
 from cogworker_async.store.faults import is_wrong_type
-from cogworker_async.web import reads
+from cogworker_async.web import metrics, reads
 from cogworker_async.web.app import redis_of, render, ui_of
 from cogworker_async.web.charts import line_chart
 
@@ -191,6 +191,62 @@ async def locks(request: Request) -> Response:
     )
 
 
+METRICS_MINUTES = 60  # the default, as `stats --history`
+JOBS_SHOWN = 200
+
+
+def _minutes(request: Request) -> int:
+    """``?minutes=`` bounded as `stats --history --minutes` is (at most what is kept)."""
+    try:
+        asked = int(request.query_params.get("minutes", METRICS_MINUTES))
+    except ValueError:
+        return METRICS_MINUTES
+    return max(1, min(asked, api.MAX_MINUTES))
+
+
+async def metrics_page(request: Request) -> Response:
+    """Per minute processed/failed and per job name runs, failures, mean, p50/p95: read only."""
+    ui = ui_of(request)
+    minutes = _minutes(request)
+    problem = None
+    try:
+        found = await api.history(redis_of(request), ui.keys, minutes=minutes, days=0)
+    except ResponseError as exc:
+        if not is_wrong_type(exc):
+            raise
+        found, problem = api.History([], []), str(exc)
+    except (ValueError, TypeError, OverflowError) as exc:  # counts too odd to read
+        found, problem = api.History([], []), f"metrics history unreadable: {exc}"
+    points = found.minutes
+    chart = line_chart(
+        [
+            ("processed", "processed", [m.processed for m in points]),
+            ("failed", "failed", [m.failed for m in points]),
+        ],
+        [time.strftime("%H:%M", time.gmtime(m.at)) for m in points[:1] + points[-1:]] or ["", ""],
+    )
+    try:
+        rows = metrics.job_rows(found)
+    except (ValueError, TypeError, OverflowError) as exc:
+        rows, problem = [], f"metrics history unreadable: {exc}"
+    return render(
+        request,
+        "metrics.html",
+        minutes=minutes,
+        choices=[m for m in (15, 60, 120, api.MAX_MINUTES) if m <= api.MAX_MINUTES],
+        chart=chart,
+        rows=rows[:JOBS_SHOWN],
+        more=len(rows) > JOBS_SHOWN,
+        total=len(rows),
+        has_data=metrics.has_data(found),
+        processed=sum(m.processed for m in points),
+        failed=sum(m.failed for m in points),
+        open_ended=metrics.open_ended,
+        problem=problem,
+        page="metrics",
+    )
+
+
 def routes() -> list[BaseRoute]:
     pages: list[BaseRoute] = [
         Route("/", dashboard),
@@ -201,6 +257,7 @@ def routes() -> list[BaseRoute]:
         Route("/periodic", periodic),
         Route("/locks", locks),
         Route("/quarantine", quarantine),
+        Route("/metrics", metrics_page),
     ]
     for segment in SETS:
         pages.append(Route(f"/{segment}", sorted_set))

@@ -189,6 +189,7 @@ def test_every_page_in_the_browser(
         ("periodic", "/periodic"),
         ("locks", "/locks"),
         ("quarantine", "/quarantine"),
+        ("metrics", "/metrics"),
     ]:
         answer = page.goto(web + path)
         assert answer is not None

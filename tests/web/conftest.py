@@ -35,6 +35,8 @@ PAGES = [
     "/periodic",
     "/locks",
     "/quarantine",
+    "/metrics",
+    "/metrics?minutes=240",
 ]
 
 
