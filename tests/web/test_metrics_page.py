@@ -76,6 +76,9 @@ def test_empty_namespace_says_there_is_no_history(client: TestClient) -> None:
     assert 'href="/metrics"' in answer.text  # in the navigation bar
     for minutes in ("0", "-3", "99999", "x"):
         assert client.get("/metrics", params={"minutes": minutes}).status_code == 200
+    # At most an hour on the page (the CLI reads the rest): bounded server time.
+    assert "<strong>60 min</strong>" in client.get("/metrics", params={"minutes": "240"}).text
+    assert "in the last 1 minutes" in client.get("/metrics", params={"minutes": "0"}).text
 
 
 def test_history_off_says_so(client: TestClient, settings: Settings) -> None:
