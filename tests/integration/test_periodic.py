@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import itertools
 import math
-import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import anyio
@@ -19,49 +17,33 @@ from redis.asyncio import Redis
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
 from tests.conftest import ROOT, child_env
+from tests.helpers import stop_processes as stop
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.anyio
 
 
-def spawn(settings: Settings, log_path: Path, **env: str) -> subprocess.Popen[bytes]:
+ENTRIES_WORKER = (
+    "tests.periodic_entries",
+    "--periodic",
+    "tests.periodic_entries:ENTRIES",
+    "-c",
+    "2",
+)
+
+
+def spawn(
+    settings: Settings, log_path: Path, *worker_args: str, **env: str
+) -> subprocess.Popen[bytes]:
+    """``cogworker-async worker`` with ``worker_args`` (default: the test entries)."""
     with log_path.open("ab") as log:
         return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "cogworker_async",
-                "worker",
-                "tests.periodic_entries",
-                "--periodic",
-                "tests.periodic_entries:ENTRIES",
-                "-c",
-                "2",
-            ],
+            [sys.executable, "-m", "cogworker_async", "worker", *(worker_args or ENTRIES_WORKER)],
             cwd=ROOT,
             env=child_env(settings, **env),
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-
-
-def stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-    for proc in procs:
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    stop(started)
 
 
 async def redis_now(redis: Redis) -> float:

@@ -5,8 +5,6 @@ processes each slot runs once."""
 from __future__ import annotations
 
 import subprocess
-import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -15,30 +13,11 @@ from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
-from tests.conftest import ROOT, child_env
 from tests.helpers import wait_for
 from tests.integration.test_cli import cli
-from tests.integration.test_periodic import redis_now, stop
+from tests.integration.test_periodic import redis_now, spawn, stop
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture
-def procs() -> Iterator[list[subprocess.Popen[bytes]]]:
-    started: list[subprocess.Popen[bytes]] = []
-    yield started
-    stop(started)
-
-
-def spawn(settings: Settings, log_path: Path) -> subprocess.Popen[bytes]:
-    with log_path.open("ab") as log:
-        return subprocess.Popen(
-            [sys.executable, "-m", "cogworker_async", "worker", "tests.periodic_decorated"],
-            cwd=ROOT,
-            env=child_env(settings),
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
 
 
 async def test_a_decorated_job_module_ticks_its_entry_once_a_slot(
@@ -48,7 +27,8 @@ async def test_a_decorated_job_module_ticks_its_entry_once_a_slot(
     procs: list[subprocess.Popen[bytes]],
     tmp_path: Path,
 ) -> None:
-    procs.extend(spawn(settings, tmp_path / "workers.log") for _ in range(2))
+    worker = ("tests.periodic_decorated",)
+    procs.extend(spawn(settings, tmp_path / "workers.log", *worker) for _ in range(2))
 
     async def both_up() -> bool:
         return int(await redis.scard(keys.processes)) >= 2  # type: ignore[misc]
