@@ -265,7 +265,12 @@ async def test_old_primary_back_then_primary_again_worker_follows_through_readon
             async def demoted() -> bool:
                 return _role(old_port) == ("slave", current_port)
 
-            await wait_for(demoted, timeout=30)
+            try:
+                await wait_for(demoted, timeout=30)
+            except TimeoutError:
+                print(f"old primary: {_role(old_port)}; sentinels' primary:", end=" ")
+                print(_primary_ports(sentinels), sentinels.logs(), sep="\n")
+                raise
             jids += await _enqueue_replicated(settings, range(300, 400))
 
             async def finished() -> bool:
