@@ -228,6 +228,15 @@ class Sentinels:
             )
         return int(port)
 
+    def logs(self, lines: int = 40) -> str:
+        """The tail of each sentinel's log (for a failing test's report)."""
+        parts = []
+        for index in range(len(self.sentinels)):
+            path = self._dir / f"sentinel-{index}.log"
+            text = path.read_text(errors="replace") if path.exists() else ""
+            parts.append(f"-- sentinel {index}\n" + "\n".join(text.splitlines()[-lines:]))
+        return "\n".join(parts)
+
     def stop(self) -> None:
         for proc in self.sentinels:
             if proc.poll() is None:

@@ -139,6 +139,18 @@ async def _run(sentinels: Sentinels, caplog: pytest.LogCaptureFixture) -> None:
     _report(caplog.records, killed_at)
 
 
+def _primary_ports(sentinels: Sentinels) -> set[int]:
+    """Where each sentinel says the primary is."""
+    ports = set()
+    for port in sentinels.ports:
+        with sync_redis.Redis(host=HOST, port=port, decode_responses=True) as client:
+            _host, primary = client.execute_command(
+                "SENTINEL", "GET-MASTER-ADDR-BY-NAME", sentinels.service
+            )
+        ports.add(int(primary))
+    return ports
+
+
 def _role(port: int) -> tuple[str, int | None]:
     """A server's role and, for a replica, its primary's port."""
     with sync_redis.Redis(host=HOST, port=port, decode_responses=True) as client:
@@ -241,8 +253,11 @@ async def test_old_primary_back_then_primary_again_worker_follows_through_readon
             killed_at = time.monotonic()
             old.kill()
 
+            # Every sentinel on the new configuration first: one that missed it
+            # would see the restarted (empty) primary as the sane one and turn
+            # the promoted server back into its replica (seen once here).
             async def promoted() -> bool:
-                return sentinels.primary_port() == current_port
+                return _primary_ports(sentinels) == {current_port}
 
             await wait_for(promoted, timeout=30)
             old.start()  # same address, no data: a primary until the sentinels see it
@@ -250,7 +265,12 @@ async def test_old_primary_back_then_primary_again_worker_follows_through_readon
             async def demoted() -> bool:
                 return _role(old_port) == ("slave", current_port)
 
-            await wait_for(demoted, timeout=30)
+            try:
+                await wait_for(demoted, timeout=30)
+            except TimeoutError:
+                print(f"old primary: {_role(old_port)}; sentinels' primary:", end=" ")
+                print(_primary_ports(sentinels), sentinels.logs(), sep="\n")
+                raise
             jids += await _enqueue_replicated(settings, range(300, 400))
 
             async def finished() -> bool:
