@@ -155,6 +155,10 @@ async def _empty(redis: Redis, key: str) -> bool:
     return int(await redis.llen(key)) == 0
 
 
+async def _llen_is(redis: Redis, key: str, n: int) -> bool:
+    return int(await redis.llen(key)) == n
+
+
 async def _exists(redis: Redis, key: str) -> bool:
     return bool(await redis.exists(key))
 
@@ -200,7 +204,11 @@ async def test_a_filing_refused_by_noperm_stays_pending_and_lands_when_allowed(
             # Still ours: on the list, not in retry, while other jobs run.
             await client.enqueue_many(step, [(i,) for i in range(20)])
             await wait_for(_count(20), timeout=10)
-            assert await redis.llen(keys.in_progress(worker.identity)) == 1
+            # Their acks go out batched, after the handlers return: the list comes
+            # down to the one failure still pending, which stays on it.
+            mine = keys.in_progress(worker.identity)
+            await wait_for(lambda: _llen_is(redis, mine, 1), timeout=10)
+            assert await redis.lrange(mine, 0, -1) == list(worker.settler.pending)
             assert not await redis.exists(keys.retry)
             await redis.execute_command("ACL", "SETUSER", user, "+zadd")
             await wait_for(lambda: _zcard_at_least(redis, keys.retry, 1), timeout=10)
