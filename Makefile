@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-ui check lint types unit lua integration chaos bench fmt clean
+.PHONY: demo test test-ui check lint types unit lua integration chaos bench fmt clean docs dist
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -21,12 +21,18 @@ check: $(STAMP)
 	$(BIN)/ruff format --check cogworker_async tests examples bench
 	$(BIN)/ruff check cogworker_async tests examples bench
 	$(BIN)/mypy
-	$(BIN)/pytest -q --timeout=180 --cov --cov-report=term:skip-covered tests
+	$(BIN)/lint-imports --no-cache
+	$(BIN)/pytest -q --timeout=180 --durations=25 --cov --cov-report=term:skip-covered tests
 
 # The web UI in real headless Chromium (Debian's package at /usr/bin/chromium; .ci/run
 # installs it): skipped inside `make test`, which stays fast.
 test-ui: $(STAMP)
 	COGWORKER_BROWSER_TESTS=1 $(BIN)/pytest -q tests/browser
+
+# The lifecycle's stateful test with 500 examples (`make test` runs 30): about 90 s.
+.PHONY: test-lifecycle
+test-lifecycle: $(STAMP)
+	COGWORKER_LIFECYCLE_EXAMPLES=500 $(BIN)/pytest -q -p no:logging tests/integration/test_lifecycle_machine.py
 
 unit: $(STAMP)
 	$(BIN)/pytest -q tests/unit
@@ -46,7 +52,7 @@ bench: $(STAMP)
 	$(BIN)/python bench/soak.py
 
 clean:
-	rm -rf $(VENV) dist build .coverage
+	rm -rf $(VENV) .venv312 dist build site .coverage
 
 # Peers (arq, SAQ, streaq, taskiq-redis) beside cogworker_async: each peer gets its own
 # virtualenv under bench/.peers/ (created here, pinned versions); see bench/peers/run.py.
@@ -75,3 +81,45 @@ test-cluster: $(STAMP)
 .PHONY: test-sentinel
 test-sentinel: $(STAMP)
 	COGWORKER_TEST_TOPOLOGIES=1 $(BIN)/pytest -q -s --timeout=300 tests/sentinel
+
+# Issue 25: the documentation site (mkdocs.yml, docs/), strict: a broken link, a
+# missing page, a setting without a description or a docstring mkdocstrings can't
+# read fails the build. The CLI, settings and Lua references are generated from
+# the code at build time (docs/_hooks/reference.py). Output in site/.
+DOCS_STAMP := $(VENV)/.docs-installed
+$(DOCS_STAMP): $(STAMP) pyproject.toml
+	$(BIN)/pip install --quiet -e '.[dev,docs]'
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
+
+# Issue 25: the wheel and sdist as PyPI would get them, checked by twine
+# (tests/integration/test_wheel.py installs the wheel into a fresh venv and runs a job).
+dist: $(STAMP)
+	rm -rf dist
+	$(BIN)/python -m build --outdir dist .
+	$(BIN)/twine check --strict dist/*
+
+# Issue 21: the abort tests on Python 3.12 too (its asyncio differs from 3.11's in how a
+# cancellation ends a task), with thousands of aborts racing the jobs' completion.
+# Creates .venv312 with python3.12 (or pyenv's 3.12); skipped, with a message, without one.
+.PHONY: test-py312
+PYTHON312 ?= $(shell for p in python3.12 $$(pyenv root 2>/dev/null)/versions/3.12*/bin/python3.12; do \
+  "$$p" --version >/dev/null 2>&1 && { echo "$$p"; break; }; done)
+ABORT_RACES ?= 3000
+ABORT_TESTS := tests/integration/test_abort_races.py tests/integration/test_abort.py tests/lua/test_abort_scripts.py
+
+.venv312/.installed: pyproject.toml
+	$(PYTHON312) -m venv .venv312
+	.venv312/bin/pip install --quiet --upgrade pip
+	.venv312/bin/pip install --quiet -e '.[dev]'
+	touch $@
+
+test-py312:
+	@if [ -z "$(PYTHON312)" ] || ! "$(PYTHON312)" --version >/dev/null 2>&1; then \
+	  echo "test-py312: skipped: no python3.12 found (set PYTHON312=/path/to/python3.12)"; \
+	else \
+	  $(MAKE) --no-print-directory .venv312/.installed PYTHON312="$(PYTHON312)" && \
+	  COGWORKER_ABORT_RACES=$(ABORT_RACES) .venv312/bin/pytest -q --timeout=600 $(ABORT_TESTS); \
+	fi

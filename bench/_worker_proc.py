@@ -89,6 +89,7 @@ async def _main(args: argparse.Namespace, loop_name: str) -> dict:
     if args.latency_key:
         jobs.configure_sink(redis, args.latency_key)
     worker = Worker(settings, jobs=jobs.ALL)
+    worker.freeze_heap = hasattr(worker, "freeze_heap")  # as the CLI's worker (worker/heap.py)
     run = asyncio.create_task(worker.run())
     try:
         await asyncio.wait_for(worker.started.wait(), timeout=30)

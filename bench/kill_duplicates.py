@@ -46,11 +46,11 @@ from cogworker_async import Client, Settings
 from cogworker_async.keys import Keys
 
 # Short liveness intervals: the second worker judges the killed one dead
-# about 3 s after its last beat instead of 40 s (SPEC defaults).
+# about 3.5 s after its last beat instead of 40 s (SPEC defaults).
 LIVENESS_ENV = {
     "COGWORKER_HEARTBEAT_INTERVAL": "0.5",
     "COGWORKER_HEARTBEAT_TTL": "2",
-    "COGWORKER_ORPHAN_THRESHOLD": "3",
+    "COGWORKER_ORPHAN_THRESHOLD": "3.5",  # heartbeat_ttl + 2 x interval + 0.5 s
     "COGWORKER_ORPHAN_CHECK_INTERVAL": "1",
 }
 POLL = 0.005

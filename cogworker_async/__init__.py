@@ -5,6 +5,7 @@ because of an infrastructure fault, and a job that kills its own process is
 stopped after a bounded number of tries.
 """
 
+from cogworker_async._version import __version__
 from cogworker_async.client import AbortOutcome, Client, JobHandle
 from cogworker_async.client.tracking import JobStatus
 from cogworker_async.context import JobContext, current_job, lifespan_state
@@ -19,6 +20,7 @@ from cogworker_async.errors import (
     ProcessDied,
     ResultExpired,
     ResultNotJSON,
+    ResultNotKept,
     ResultTimeout,
     UnknownJob,
     UnparseableJob,
@@ -30,8 +32,6 @@ from cogworker_async.jobs import BoundJob, JobFunction, job
 from cogworker_async.periodic import periodic
 from cogworker_async.settings import Settings
 from cogworker_async.worker.worker import Worker
-
-__version__ = "0.1.0"
 
 __all__ = [
     "AbortOutcome",
@@ -51,6 +51,7 @@ __all__ = [
     "ProcessDied",
     "ResultExpired",
     "ResultNotJSON",
+    "ResultNotKept",
     "ResultTimeout",
     "Settings",
     "UnknownJob",

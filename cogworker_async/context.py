@@ -1,12 +1,15 @@
-"""``current_job()``: what a handler may ask about the job it is running; and
-``lifespan_state()``: what the worker's lifespan yielded, typed.
+"""``current_job()``: what a handler may ask about the job it is running (and
+its ``progress()`` to report); and ``lifespan_state()``: what the worker's
+lifespan yielded, typed.
 """
 
 from __future__ import annotations
 
+import logging
+import math
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
 
@@ -35,6 +38,23 @@ class JobContext:
         """
         return _lifespan_state()
 
+    def progress(self, fraction: float, message: str | None = None) -> None:
+        """Report how far this job is: ``fraction`` from 0 to 1, and an optional ``message``.
+
+        Seen in ``client.status(jid)["progress"]``, ``cogworker-async status JID``
+        and the web UI's job page. Safe from an ``async def`` and from a plain
+        ``def`` (its thread); it never blocks and never fails the job: writes
+        are coalesced (the latest value wins, at most ``PROGRESS_WRITES_PER_S``
+        a second per job) and best-effort like every status write. A
+        ``message`` longer than ``PROGRESS_MESSAGE_MAX`` characters is clipped.
+        A job that tracks no status (``status=True``) keeps no progress: the
+        call does nothing, and its worker warns once per job name.
+
+        Raises ``TypeError`` or ``ValueError`` naming the argument when
+        ``fraction`` is not a number from 0 to 1 or ``message`` is not a ``str``.
+        """
+        report_progress(self.jid, self.name, check_fraction(fraction), check_message(message))
+
     @classmethod
     def of(cls, job: dict[str, Any]) -> JobContext:
         """The context of a decoded payload."""
@@ -53,6 +73,75 @@ def tries_before(last_failure: object) -> int:
     if isinstance(last_failure, bool) or not isinstance(last_failure, int) or last_failure < 0:
         return 0
     return last_failure + 1
+
+
+PROGRESS_MESSAGE_MAX = 200
+"""Characters of a progress message kept; a longer one is clipped (never refused:
+it is often built from data whose length the handler does not choose)."""
+PROGRESS_WRITES_PER_S = 4
+"""Progress writes a second per job at most: more calls are coalesced."""
+
+
+def check_fraction(fraction: object) -> float:
+    """``fraction`` as a float from 0 to 1; ``TypeError``/``ValueError`` naming it otherwise."""
+    if isinstance(fraction, bool) or not isinstance(fraction, int | float):
+        raise TypeError(
+            f"progress(fraction=...) takes a number from 0 to 1, not a {type(fraction).__name__}"
+        )
+    value = float(fraction)
+    if not (math.isfinite(value) and 0.0 <= value <= 1.0):
+        raise ValueError(f"progress(fraction={fraction!r}): a number from 0 to 1 (0.4 is 40%)")
+    return value
+
+
+def check_message(message: object) -> str | None:
+    """``message`` clipped to ``PROGRESS_MESSAGE_MAX``; ``TypeError`` naming it if not a str."""
+    if message is None:
+        return None
+    if not isinstance(message, str):
+        raise TypeError(
+            f"progress(message=...) takes a str or None, not a {type(message).__name__}"
+        )
+    if len(message) > PROGRESS_MESSAGE_MAX:
+        return message[: PROGRESS_MESSAGE_MAX - 1] + "\u2026"
+    return message
+
+
+class ProgressSink(Protocol):
+    """Where a running job's progress goes (its worker's ``worker.progress.ProgressWriter``)."""
+
+    def report(self, jid: str, fraction: float, message: str | None) -> None: ...
+
+
+# jid -> the sink of the worker running it, for the jobs that track status: set
+# when such a job starts, removed when it ends (a job that never reports pays
+# one dict insert and one pop; an untracked job, nothing). A dict read is
+# atomic, so a handler's thread may look here.
+_progress_sinks: dict[str, ProgressSink] = {}
+_warned_untracked: set[str] = set()
+_log = logging.getLogger("cogworker_async.worker")
+
+
+def register_progress(jid: str, sink: ProgressSink) -> None:
+    _progress_sinks[jid] = sink
+
+
+def unregister_progress(jid: str, sink: ProgressSink) -> None:
+    if _progress_sinks.get(jid) is sink:
+        del _progress_sinks[jid]
+
+
+def report_progress(jid: str, name: str, fraction: float, message: str | None) -> None:
+    sink = _progress_sinks.get(jid)
+    if sink is not None:
+        sink.report(jid, fraction, message)
+    elif name not in _warned_untracked:
+        _warned_untracked.add(name)
+        _log.warning(
+            "%s reports progress but tracks no status (or has ended): ignored (status=True: "
+            "@job(status=True), .options(status=True) or the status_tracking setting)",
+            name,
+        )
 
 
 # The processor stores only the decoded payload (one ContextVar.set per job);

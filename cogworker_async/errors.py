@@ -10,7 +10,10 @@
     │   ├── JobFailed           the job failed terminally (dead or discarded): its class, message
     │   │   └── JobAborted      the job was aborted (``Client.abort``)
     │   ├── ResultTimeout       no result within the timeout
-    │   └── ResultExpired       the job finished but its result's ``keep_result`` ran out
+    │   │   └── ResultNotKept   the job keeps no result: none will come, said at once
+    │   ├── ResultExpired       the job finished but its result's ``keep_result`` ran out
+    │   └── ResultCorrupt       the result key holds what no worker wrote (named, kept)
+    ├── StatusCorrupt           a status hash holds a field we cannot read (named, kept)
     └── JobError                recorded on a job as its ``error_class``
         ├── UnparseableJob      payload is not a JSON object with a queue
         ├── UnknownJob          no handler registered under the job's ``class``
@@ -87,5 +90,24 @@ class ResultTimeout(ResultError, TimeoutError):
     """No result within the timeout (the job may still be waiting or running)."""
 
 
+class ResultNotKept(ResultTimeout):
+    """The job keeps no result (no ``keep_result`` on it, its ``.options`` or the
+    setting), so none will ever come: said at once instead of after the timeout.
+
+    A ``ResultTimeout``, what such a wait used to end in, so code that catches
+    that still does; the message says how to ask for a result.
+    """
+
+
 class ResultExpired(ResultError):
     """The job finished, but its result is no longer kept (``keep_result`` ran out)."""
+
+
+class ResultCorrupt(ResultError):
+    """The job's result key holds what no worker wrote (not our JSON envelope, or
+    the wrong type): the key is named and left as found, for a human."""
+
+
+class StatusCorrupt(CogworkerError):
+    """The job's status hash holds a field we cannot read (or is the wrong type):
+    the key and field are named, the key left as found."""

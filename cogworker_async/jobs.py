@@ -4,24 +4,60 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import math
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, replace
-from datetime import datetime
+import sys
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Generic, Literal, ParamSpec, TypeVar, overload
+from typing import Any, Generic, Literal, ParamSpec, TypeVar, Unpack, overload
 
 from cogworker_async.errors import ConfigurationError
-from cogworker_async.settings import Settings, check_queue_name
-from cogworker_async.unique.lock import UniqueKey, UniqueMode, check_unique
+from cogworker_async.job_options import (
+    JOB_OPTIONS,
+    BacktraceOption,
+    EnqueueOptionArgs,
+    JobOptionArgs,
+    JobOptions,
+    RetryOption,
+    RunOptionArgs,
+    check_backtrace,
+    check_keep_result,
+    check_timeout,
+    check_timing,
+    known_only,
+    payload_options,
+)
+from cogworker_async.periodic_entry import Entry
+from cogworker_async.settings import check_job_name
 
-if TYPE_CHECKING:  # periodic.entries imports this module
-    from cogworker_async.periodic.entries import Entry
+# The options are declared in job_options.py; importable from here as before.
+__all__ = [
+    "AsyncHandler",
+    "BacktraceOption",
+    "BoundJob",
+    "EnqueueOptionArgs",
+    "Handler",
+    "JobArgs",
+    "JobFunction",
+    "JobOptionArgs",
+    "JobOptions",
+    "JobRegistry",
+    "JobSpec",
+    "RetryDecision",
+    "RetryIn",
+    "RetryOption",
+    "RunOptionArgs",
+    "check_backtrace",
+    "check_keep_result",
+    "check_timeout",
+    "check_timing",
+    "declared",
+    "job",
+    "payload_options",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-RetryOption = bool | int
 Handler = Callable[..., Any]
 RetryDecision = float | int | Literal["discard", "dead"] | None
 RetryIn = Callable[[int, BaseException, dict[str, Any]], RetryDecision]
@@ -29,81 +65,10 @@ RetryIn = Callable[[int, BaseException, dict[str, Any]], RetryDecision]
 ``"dead"``, or None for the default backoff."""
 
 
-def check_timing(delay: float | None, at: datetime | float | None) -> None:
-    """Refuse a ``delay`` or ``at`` that is no time: NaN, infinite, or a negative delay.
-
-    An infinite one would park the job in the schedule forever, a NaN one is
-    refused by Redis only when the job is written (a raw ``ResponseError``).
-    """
-    if delay is not None and at is not None:
-        raise ValueError("give delay or at, not both")
-    if delay is not None:
-        if isinstance(delay, bool) or not isinstance(delay, int | float):
-            raise TypeError(f"delay must be a number of seconds, got {type(delay).__name__}")
-        if not (math.isfinite(delay) and delay >= 0):
-            raise ValueError(
-                f"delay must be a finite number of seconds, 0 or more (not negative, NaN "
-                f"or infinite): got {delay}"
-            )
-    if at is not None and not isinstance(at, datetime):
-        if isinstance(at, bool) or not isinstance(at, int | float):
-            raise TypeError(f"at must be a datetime or an epoch timestamp, got {type(at).__name__}")
-        if not math.isfinite(at):
-            raise ValueError(f"at must be a finite epoch timestamp: got {at}")
-
-
-def check_timeout(timeout: float | None) -> None:
-    if timeout is not None and not (math.isfinite(timeout) and timeout > 0):
-        raise ValueError(f"timeout must be positive and finite (seconds), got {timeout}")
-
-
-def check_keep_result(keep_result: float | None) -> None:
-    if keep_result is None:
-        return
-    if isinstance(keep_result, bool) or not isinstance(keep_result, int | float):
-        raise TypeError(f"keep_result must be a number of seconds, got {keep_result!r}")
-    if not (math.isfinite(keep_result) and keep_result > 0):
-        raise ValueError(f"keep_result must be positive and finite (seconds), got {keep_result}")
-
-
-@dataclass(frozen=True, slots=True)
-class JobOptions:
-    """Per-job options; ``None`` means "the default" (settings or the job's own)."""
-
-    queue: str = "default"
-    retry: RetryOption | None = None
-    timeout: float | None = None
-    delay: float | None = None
-    at: datetime | float | None = None
-    # Keep the handler's (JSON) return value this many seconds (``Client.result``).
-    keep_result: float | None = None
-    # Track ``<ns>:status:<jid>`` for this job (``Client.status``).
-    status: bool | None = None
-    # One job per lock key at a time (``unique/``): the mode, the lock's TTL
-    # (``DEFAULT_UNIQUE_FOR`` when None) and what the key is a digest of.
-    unique: UniqueMode | None = None
-    unique_for: float | None = None
-    unique_key: UniqueKey | None = None
-
-
-def payload_options(options: JobOptions, settings: Settings) -> dict[str, Any]:
-    """The options a payload carries (None values are left out of it).
-
-    ``keep_result`` and ``status`` only for a job that asks (or by setting): a
-    plain job's payload is what it was. An explicit ``status=False`` is carried
-    too: it opts that job out of ``status_tracking``.
-    """
-    extra: dict[str, Any] = {"retry": options.retry, "timeout": options.timeout}
-    keep_result = options.keep_result or settings.keep_result
-    if keep_result:
-        extra["keep_result"] = keep_result
-    status = (settings.status_tracking or None) if options.status is None else options.status
-    if status is not None:
-        extra["status"] = status
-    return extra
-
-
 F = TypeVar("F", bound="JobFunction[Any, Any]")
+
+# A JobFunction's signature not read yet (None is taken: "it has none").
+_UNREAD = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +85,31 @@ class JobArgs(Generic[F]):
     kwargs: dict[str, Any]
 
 
+def _positional_fit(signature: inspect.Signature | None) -> range:
+    """The numbers of positional arguments (and no keywords) that bind to ``signature``."""
+    if signature is None:
+        return range(sys.maxsize)  # nothing to check against: anything goes
+    low = high = 0
+    for parameter in signature.parameters.values():
+        if parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+            high = sys.maxsize - 1
+        elif parameter.kind is inspect.Parameter.KEYWORD_ONLY:
+            if parameter.default is inspect.Parameter.empty:
+                return range(0)  # a required keyword: every call is bound
+        elif parameter.kind is not inspect.Parameter.VAR_KEYWORD:
+            high += 1
+            if parameter.default is inspect.Parameter.empty:
+                low += 1
+    return range(low, high + 1)
+
+
+def _bare(signature: inspect.Signature) -> str:
+    """``(name, *, loud=False)``: the parameters without their annotations, for a message."""
+    empty = inspect.Parameter.empty
+    parameters = [p.replace(annotation=empty) for p in signature.parameters.values()]
+    return str(signature.replace(parameters=parameters, return_annotation=empty))
+
+
 class JobFunction(Generic[P, R]):
     """A registered handler: call it directly, or enqueue it with ``Client.enqueue``."""
 
@@ -131,7 +121,8 @@ class JobFunction(Generic[P, R]):
         retry_in: RetryIn | None = None,
     ) -> None:
         self.fn = fn
-        self.name = name
+        # Checked once here, not per enqueue: a by-name enqueue builds one of these too.
+        self.name = check_job_name(name)
         self.defaults = options
         # Periodic entries declared with ``@periodic`` on this job: a worker
         # given the job (or its module) ticks them.
@@ -142,6 +133,42 @@ class JobFunction(Generic[P, R]):
         self.tracks = options.keep_result is not None or options.status is not None
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
+        # The handler's signature, read at the first enqueue (not at import):
+        # _UNREAD until then, None when it has none (a builtin, some callables).
+        self._signature: inspect.Signature | object | None = _UNREAD
+        # How many positional arguments alone fit it (from its signature): a
+        # call within them needs no bind. Empty until the signature is read.
+        self._positional = range(0)
+
+    def call_problem(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str | None:
+        """Why the handler cannot be called with ``args``/``kwargs`` (None if it can).
+
+        A bind against its signature, never a call: a wrong number of arguments
+        or an unknown keyword is caught at enqueue, not 25 retries later.
+        """
+        signature = self._signature
+        if signature is _UNREAD:
+            try:
+                signature = inspect.signature(self.fn)
+            except (TypeError, ValueError):  # why: no signature to check against
+                signature = None
+            self._signature = signature
+            self._positional = _positional_fit(signature)
+        if not isinstance(signature, inspect.Signature):
+            return None
+        try:
+            signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            return f"{exc}; it takes {_bare(signature)}"
+        return None
+
+    def check_call(self, args: Sequence[Any], kwargs: Mapping[str, Any]) -> None:
+        """Raise a TypeError naming the job if ``args``/``kwargs`` do not fit its handler."""
+        if not kwargs and len(args) in self._positional:
+            return  # the common call, without a bind (~1 µs a job at enqueue_many's pace)
+        problem = self.call_problem(args, kwargs)
+        if problem is not None:
+            raise TypeError(f"job {self.name!r} cannot take these arguments: {problem}")
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
         return self.fn(*args, **kwargs)
@@ -153,43 +180,11 @@ class JobFunction(Generic[P, R]):
         """One job's arguments for ``Client.enqueue_many``, type-checked like a call."""
         return JobArgs(args, kwargs)
 
-    def options(
-        self,
-        *,
-        queue: str | None = None,
-        delay: float | None = None,
-        at: datetime | float | None = None,
-        retry: RetryOption | None = None,
-        timeout: float | None = None,
-        keep_result: float | None = None,
-        status: bool | None = None,
-        unique: UniqueMode | None = None,
-        unique_for: float | None = None,
-        unique_key: UniqueKey | None = None,
-    ) -> BoundJob[P, R]:
-        """This job with options for one enqueue (queue, delay/at, retry, timeout,
-        keep_result, status, unique, unique_for, unique_key)."""
-        check_timing(delay, at)
-        check_unique(unique, unique_for, unique_key)
-        check_timeout(timeout)
-        check_keep_result(keep_result)
-        if queue is not None:
-            check_queue_name(queue)
-        base = self.defaults
-        merged = replace(
-            base,
-            queue=base.queue if queue is None else queue,
-            delay=delay,
-            at=at,
-            retry=base.retry if retry is None else retry,
-            timeout=base.timeout if timeout is None else timeout,
-            keep_result=base.keep_result if keep_result is None else keep_result,
-            status=base.status if status is None else status,
-            unique=base.unique if unique is None else unique,
-            unique_for=base.unique_for if unique_for is None else unique_for,
-            unique_key=base.unique_key if unique_key is None else unique_key,
-        )
-        return BoundJob(self, merged)
+    def options(self, **options: Unpack[EnqueueOptionArgs]) -> BoundJob[P, R]:
+        """This job with options for one enqueue: any of ``EnqueueOptionArgs``
+        (queue, delay/at, retry, timeout, keep_result, status, unique, unique_for,
+        unique_key, backtrace); one left out or None keeps the job's own."""
+        return BoundJob(self, self.defaults.merged(options, f"{self.name}.options()"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,15 +211,8 @@ def job(fn: Callable[P, R], /) -> JobFunction[P, R]: ...
 def job(
     *,
     name: str | None = None,
-    queue: str = "default",
-    retry: RetryOption | None = None,
-    timeout: float | None = None,
     retry_in: RetryIn | None = None,
-    keep_result: float | None = None,
-    status: bool | None = None,
-    unique: UniqueMode | None = None,
-    unique_for: float | None = None,
-    unique_key: UniqueKey | None = None,
+    **options: Unpack[JobOptionArgs],
 ) -> Callable[[Callable[P, R]], JobFunction[P, R]]: ...
 
 
@@ -233,46 +221,37 @@ def job(
     /,
     *,
     name: str | None = None,
-    queue: str = "default",
-    retry: RetryOption | None = None,
-    timeout: float | None = None,
     retry_in: RetryIn | None = None,
-    keep_result: float | None = None,
-    status: bool | None = None,
-    unique: UniqueMode | None = None,
-    unique_for: float | None = None,
-    unique_key: UniqueKey | None = None,
+    **options: Unpack[JobOptionArgs],
 ) -> JobFunction[P, R] | Callable[[Callable[P, R]], JobFunction[P, R]]:
     """Declare a job handler (``async def``, or a plain ``def`` run in a worker thread).
 
     The name defaults to ``module.qualname``; it is what travels in the payload's
     ``class`` field, so renaming a function needs ``name=`` to keep old jobs running.
-    ``keep_result=seconds`` keeps its JSON return value for ``Client.result``;
-    ``status=True`` tracks it in ``<ns>:status:<jid>`` for ``Client.status``.
-    ``unique="until_executed"`` (or ``"until_executing"``) enqueues at most one
-    job per key at a time: the key is a digest of (name, args, kwargs, queue),
-    or of ``unique_key(*args, **kwargs)``; the lock lasts ``unique_for`` s at
-    most (default ``DEFAULT_UNIQUE_FOR``, an hour) and is released when the job
+    A name has at most ``MAX_JOB_NAME`` (1024) characters and a queue name at most
+    ``MAX_QUEUE_NAME`` (255): a longer one is a ValueError here, as it is at enqueue.
+    ``retry_in(count, exc, job)`` chooses when a failed run is tried again.
+
+    The options are ``JobOptionArgs``' (each explained there): ``queue``,
+    ``retry``, ``timeout``, ``keep_result``, ``status``, ``unique``,
+    ``unique_for``, ``unique_key``, ``backtrace``. ``keep_result=seconds`` keeps
+    its JSON return value for ``Client.result``; ``status=True`` tracks it in
+    ``<ns>:status:<jid>`` for ``Client.status``. ``unique="until_executed"``
+    (or ``"until_executing"``) enqueues at most one job per key at a time: the
+    key is a digest of (name, args, kwargs, queue), or of
+    ``unique_key(*args, **kwargs)``; the lock lasts ``unique_for`` s at most
+    (default ``DEFAULT_UNIQUE_FOR``, an hour) and is released when the job
     succeeds or fails for good (``until_executing``: when its run starts).
+    ``backtrace=False`` keeps no traceback in its retry and dead entries
+    (``backtrace=N``: at most N frames; the log still has it).
     """
-    check_timeout(timeout)
-    check_unique(unique, unique_for, unique_key)
-    check_keep_result(keep_result)
-    check_queue_name(queue)
+    known_only(options, JOB_OPTIONS, "@job")
+    chosen: dict[str, Any] = {k: v for k, v in options.items() if v is not None}
+    defaults = JobOptions(**chosen).check()
 
     def wrap(target: Callable[P, R]) -> JobFunction[P, R]:
         job_name = name or f"{target.__module__}.{target.__qualname__}"
-        options = JobOptions(
-            queue=queue,
-            retry=retry,
-            timeout=timeout,
-            keep_result=keep_result,
-            status=status,
-            unique=unique,
-            unique_for=unique_for,
-            unique_key=unique_key,
-        )
-        function = JobFunction(target, job_name, options, retry_in)
+        function = JobFunction(target, job_name, defaults, retry_in)
         _declared[job_name] = function
         return function
 

@@ -71,6 +71,12 @@ class Keys:
     def in_progress_prefix(self) -> str:
         return f"{self.ns}:in_progress:"
 
+    def given_back(self, call: str) -> str:
+        """One basic-fetch give back's once-marker (a string, kept a day; ``call``: the
+        giving process's identity and its count of give backs): a repeat of the call
+        after a lost reply finds it and pushes nothing twice."""
+        return f"{self.ns}:given_back:{call}"
+
     @property
     def in_progress_identities(self) -> str:
         return f"{self.ns}:in_progress_identities"
@@ -94,6 +100,16 @@ class Keys:
         longer than ``heartbeat_ttl`` for at least ``orphan_threshold``.
         """
         return f"{self.ns}:beating_since"
+
+    @property
+    def beats(self) -> str:
+        """Sorted set: identity -> its last beat (Redis's clock), beside ``last_beat``.
+
+        An index for orphan recovery: a pass reads only the identities whose
+        last beat is overdue (ZRANGEBYSCORE), not every registered one. The
+        verdict stays requeue.lua's, on ``last_beat`` and presence.
+        """
+        return f"{self.ns}:beats"
 
     @property
     def live_queues(self) -> str:
@@ -167,6 +183,45 @@ class Keys:
     def periodic_running_prefix(self) -> str:
         return f"{self.ns}:periodic:running:"
 
+    @property
+    def tracking_prefix(self) -> str:
+        """``<ns>:``, from which ``includes/job_end.lua`` names a job's status, result,
+        result_gone and result_ready exactly as the methods below do."""
+        return f"{self.ns}:"
+
+    def periodic_claim(self, name: str, slot: str) -> str:
+        """One slot's claim (a string, kept a few of the entry's intervals): keyed by the
+        entry's name and the slot's time only, so two versions of an entry live at once
+        (a rolling deploy) claim the same key."""
+        return f"{self.ns}:periodic:claim:{name}:{slot}"
+
+    def periodic_claim_before_21(self, name: str, digest: str, slot: str) -> str:
+        """A slot's claim as releases before issue 21 wrote it (with the definition's
+        hash): still checked and written while such processes may be live, so the
+        upgrade's own rolling deploy runs each slot once. Remove a release later."""
+        return f"{self.ns}:periodic:claim:{name}:{digest}:{slot}"
+
+    @property
+    def periodic_last(self) -> str:
+        """Entry name -> the last slot claimed (epoch seconds; only moves forward)."""
+        return f"{self.ns}:periodic:last"
+
+    @property
+    def periodic_entries(self) -> str:
+        """Entry name -> its published definition (JSON), for `periodic list`."""
+        return f"{self.ns}:periodic:entries"
+
+    @property
+    def periodic_paused(self) -> str:
+        """Names of periodic entries paused at run time: their slots are skipped by
+        every ticker until resumed (a set, as ``paused`` is for queues)."""
+        return f"{self.ns}:periodic:paused"
+
+    @property
+    def periodic_results(self) -> str:
+        """Entry name -> its last run's outcome (JSON), for `periodic list`."""
+        return f"{self.ns}:periodic:results"
+
     def status(self, jid: str) -> str:
         return f"{self.ns}:status:{jid}"
 
@@ -175,8 +230,13 @@ class Keys:
         return f"{self.ns}:result:{jid}"
 
     def result_gone(self, jid: str) -> str:
-        """Outlives its result by a day: a waiter tells "expired" from "not done yet"."""
+        """Outlives its result by as long again (a day at most): a waiter tells
+        "expired" from "not done yet"."""
         return f"{self.ns}:result_gone:{jid}"
+
+    def result_ready(self, jid: str) -> str:
+        """A pub/sub channel, not a key: published as the job's result is written."""
+        return f"{self.ns}:result_ready:{jid}"
 
     @property
     def aborted(self) -> str:

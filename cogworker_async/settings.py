@@ -22,11 +22,20 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from cogworker_async.store.topology import CLUSTER_SCHEMES, hash_tag, parse_topology, scheme_of
+from cogworker_async.timing import MAX_DURATION
+from cogworker_async.topology import CLUSTER_SCHEMES, hash_tag, parse_topology, scheme_of
 
 _QUEUE_NAME = re.compile(r"[A-Za-z0-9_.\-]+")
 _QUEUE_SPEC = re.compile(r"(?P<name>[A-Za-z0-9_.\-]+)(?::(?P<weight>\d+))?")
-QUEUE_NAME_RULE = "letters, digits, '_', '-' and '.' only, as a worker's -q takes them"
+MAX_QUEUE_NAME = 255
+"""The longest queue name (characters): a name is in every job and key of its queue."""
+QUEUE_NAME_RULE = (
+    f"letters, digits, '_', '-' and '.' only, at most {MAX_QUEUE_NAME} characters, "
+    "as a worker's -q takes them"
+)
+MAX_JOB_NAME = 1024
+"""The longest job name (characters): it travels in every payload's ``class``
+and is shown in every list; ``module.qualname`` fits with room to spare."""
 # A weight is a share, not a count: 1000 to 1 is as lopsided as a queue order
 # gets, and the bound keeps a typo (20000000, or 23 digits) a clear error.
 MAX_WEIGHT = 1000
@@ -46,10 +55,29 @@ def check_queue_name(name: object) -> str:
     The one queue-name rule of the client, the CLI and the admin commands: a
     job put on a queue no ``-q`` accepts would never run.
     """
-    if not isinstance(name, str) or _QUEUE_NAME.fullmatch(name) is None:
-        shown = name if isinstance(name, str) else type(name).__name__
-        raise ValueError(f"bad queue name {shown!r}: {QUEUE_NAME_RULE}")
+    if (
+        not isinstance(name, str)
+        or len(name) > MAX_QUEUE_NAME
+        or _QUEUE_NAME.fullmatch(name) is None
+    ):
+        shown = _shown(name) if isinstance(name, str) else type(name).__name__
+        raise ValueError(f"bad queue name {shown}: {QUEUE_NAME_RULE}")
     return name
+
+
+def check_job_name(name: object) -> str:
+    """``name`` if it can name a job: a non-empty string of at most ``MAX_JOB_NAME`` characters."""
+    if not isinstance(name, str) or not name or len(name) > MAX_JOB_NAME:
+        shown = _shown(name) if isinstance(name, str) else type(name).__name__
+        raise ValueError(
+            f"bad job name {shown}: a non-empty string of at most {MAX_JOB_NAME} characters"
+        )
+    return name
+
+
+def _shown(text: str, limit: int = 80) -> str:
+    """``text`` quoted for an error line, clipped: the line stays a line for a huge name."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
 
 
 def parse_queue_spec(spec: str) -> QueueSpec:
@@ -69,6 +97,26 @@ def parse_queue_spec(spec: str) -> QueueSpec:
             "(a queue's share of fetches is its weight over the sum of weights)"
         )
     return QueueSpec(match["name"], weight)
+
+
+LIVENESS_SLACK = 0.5
+"""Seconds beyond ``heartbeat_ttl + 2 x heartbeat_interval`` that ``orphan_threshold``
+must have: a beat's own round trip and its thread's wake-up on a loaded machine."""
+
+
+def liveness_margin(heartbeat_interval: float, heartbeat_ttl: float) -> float:
+    """The least ``orphan_threshold`` under which no live process is judged dead.
+
+    The judge rule (requeue.lua, "Who may judge") trusts a judge whose beats
+    had no gap over ``heartbeat_ttl``: an outage (a restart, refused writes) of
+    up to ``heartbeat_ttl`` can pass without breaking its run. A live process
+    beat up to one ``heartbeat_interval`` before that outage and beats again
+    within one interval after it (the heartbeat loop waits an interval between
+    tries), so it may be silent for ``heartbeat_ttl + 2 x heartbeat_interval``
+    (plus the slack) without being dead. A longer outage breaks the judge's
+    run, and then nobody is judged for ``orphan_threshold``.
+    """
+    return round(heartbeat_ttl + 2 * heartbeat_interval + LIVENESS_SLACK, 6)
 
 
 class Settings(BaseSettings):
@@ -108,15 +156,20 @@ class Settings(BaseSettings):
     unknown_job_retries: int = Field(default=0, ge=0)
     key_check_interval: float = Field(default=300.0, gt=0)
     socket_timeout: float = Field(default=10.0, gt=0)
-    job_timeout: float | None = Field(default=None, gt=0)
+    job_timeout: float | None = Field(default=None, gt=0, le=MAX_DURATION)
     error_message_max: int = Field(default=1000, ge=16)
+    # A failure's traceback, logged and kept in its retry/dead entry's
+    # error_backtrace (worker/backtraces.py): at most this many characters...
+    error_backtrace_max: int = Field(default=4000, ge=256, le=1_000_000)
+    # ... and this many frames per exception (the handler's, library frames dropped).
+    error_backtrace_frames: int = Field(default=20, ge=1, le=1000)
     # Results and status (opt-in per job; these turn them on for every job).
     # keep_result: seconds a handler's JSON return value is kept (None: only
     # for jobs that ask, ``@job(keep_result=...)``).
-    keep_result: float | None = Field(default=None, gt=0)
+    keep_result: float | None = Field(default=None, gt=0, le=MAX_DURATION)
     # Track every job's status in <ns>:status:<jid> (off: only jobs that ask).
     status_tracking: bool = False
-    status_ttl: float = Field(default=24 * 3600.0, gt=0)
+    status_ttl: float = Field(default=24 * 3600.0, gt=0, le=MAX_DURATION)
     # The metrics history (<ns>:history:<minute>): per minute and per job name,
     # runs, failures, run time and a duration histogram, counted in the calls
     # that settle the jobs. No extra round trip, but ~0.5-1 µs of worker CPU a
@@ -127,6 +180,11 @@ class Settings(BaseSettings):
     # 0: none). Hides the fetch round trip. Safe beside a job that crashes its
     # process: a job orphaned twice runs alone, with nothing prefetched beside it.
     prefetch: int | None = Field(default=None, ge=0)
+    # Seconds a job fetched ahead may sit unrun (no processor of this process
+    # free) before every job held goes back to the front of its queue, where a
+    # free processor elsewhere takes it; then nothing is held ahead until a
+    # processor here runs short. Held jobs wait at most about twice this.
+    give_back_held_after: float = Field(default=0.05, gt=0)
     # The web UI's basic-auth credentials, "user:password" (web.basic_auth reads it).
     web_auth: SecretStr | None = None
 
@@ -196,10 +254,13 @@ class Settings(BaseSettings):
                 f"heartbeat_ttl ({self.heartbeat_ttl}) must exceed heartbeat_interval "
                 f"({self.heartbeat_interval}), or a live process's presence lapses between beats"
             )
-        if self.orphan_threshold <= self.heartbeat_ttl:
+        needed = liveness_margin(self.heartbeat_interval, self.heartbeat_ttl)
+        if self.orphan_threshold < needed:
             raise ValueError(
-                f"orphan_threshold ({self.orphan_threshold}) must exceed heartbeat_ttl "
-                f"({self.heartbeat_ttl}), or a process that missed one beat is judged dead"
+                f"orphan_threshold ({self.orphan_threshold}) must be at least heartbeat_ttl + "
+                f"2 x heartbeat_interval + {LIVENESS_SLACK} s ({needed:g}): a Redis outage just "
+                "under heartbeat_ttl leaves the judge's beats unbroken while a live process, "
+                "silent one interval before it and one after, would be judged dead"
             )
         if scheme_of(self.redis_url) in CLUSTER_SCHEMES and hash_tag(self.namespace) is None:
             raise ValueError(

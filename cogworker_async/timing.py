@@ -5,6 +5,7 @@ Every function takes ``now``/``rng`` as arguments so tests pin exact values.
 
 from __future__ import annotations
 
+import math
 import random
 
 
@@ -46,3 +47,32 @@ def scaled_poll_interval(average: float, live_processes: int, rng: random.Random
 def jittered(interval: float, rng: random.Random, spread: float = 0.1) -> float:
     """``interval`` ± ``spread`` (a fraction), so duties of many processes drift apart."""
     return interval * (1 - spread + 2 * spread * rng.random())
+
+
+# --- durations -----------------------------------------------------------------
+#
+# The one rule every duration option goes through (delay, ``--in``, ``at``'s
+# distance from now, timeout, keep_result, unique_for, retry_in's answer,
+# periodic every/grace/TTLs, the duration settings): a real number of seconds,
+# finite, within MAX_DURATION. Without a maximum, a huge value is accepted and
+# then breaks where it is used: Redis refuses an EXPIRE past its range (the
+# key is then kept with no expiry at all, or a script fails with a raw
+# ``ResponseError``) and a job scheduled 1e300 s ahead never runs.
+MAX_DURATION = 10 * 365 * 24 * 3600.0  # 10 years (315,360,000 s)
+
+
+def check_duration(value: object, option: str, *, zero_ok: bool = False) -> float:
+    """``value`` as seconds, or a ``TypeError``/``ValueError`` naming ``option``.
+
+    A number (not a bool), finite, above 0 (or at least 0 with ``zero_ok``),
+    at most ``MAX_DURATION``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{option} must be a number of seconds, got {value!r}")
+    seconds = float(value)
+    low = "0 or more" if zero_ok else "above 0"
+    if not (math.isfinite(seconds) and (seconds >= 0 if zero_ok else seconds > 0)):
+        raise ValueError(f"{option} must be a finite number of seconds, {low}: got {value}")
+    if seconds > MAX_DURATION:
+        raise ValueError(f"{option} must be at most {MAX_DURATION:.0f} s (10 years): got {value:g}")
+    return seconds

@@ -1,5 +1,6 @@
 -- abort_entry: removes a waiting job (queued, scheduled or retrying) so that
--- it never runs, leaves its tombstone and counts it, in one atomic step.
+-- it never runs, leaves its tombstone and counts it, in one atomic step. (A
+-- failure handed over to the unsettled list: abort_unsettled.lua.)
 -- Bounded: one call looks at one window of a queue (the caller walks the
 -- windows), or removes one exact sorted-set entry the caller found by ZSCAN,
 -- so a queue of 100,000 jobs never blocks Redis for long.
@@ -10,7 +11,8 @@
 -- KEYS[3] = stats:aborted
 -- ARGV[1] = JSON {jid, now (epoch s: the tombstone's score), keep (s a
 --           tombstone is kept: older ones are pruned), start, window,
---           lock_prefix (the periodic running-lock prefix)}
+--           holds (the kinds of hold a payload names: holds.py kinds_table;
+--           each key is released only under its kind's prefix)}
 -- ARGV[2] = (sorted set only) the exact entry to remove; absent for a queue,
 --           which is searched from index `start` for `window` entries.
 --           Searched from the head: a push (LPUSH) moves entries towards
@@ -19,19 +21,20 @@
 -- Returns {1, the removed entry} when removed; else {0, the next window's
 -- start} for a queue with more to search, or {0, -1} when there is nothing
 -- more (the entry is gone, or the queue ends).
--- The removed job never runs, so the lock it holds goes in the same step,
--- owner-checked: its unique lock, or its periodic entry's running lock (keys
--- from the payload and the prefix: with a hash-tagged namespace, in its slot).
+-- The removed job never runs, so what it holds is settled in the same step
+-- as the "abort" rule says (released), owner-checked: its unique lock, its
+-- periodic entry's running lock, ... (keys from the payload under their
+-- kinds' prefixes: with a hash-tagged namespace, in its slot;
+-- includes/holds.lua).
 
---- @include release_unique
---- @include running_lock
+--- @include holds
 
 local config = cjson.decode(ARGV[1])
 local jid = config["jid"]
+local kinds = type(config["holds"]) == "table" and config["holds"] or nil
 
 local function tombstone(entry)
-  pcall(release_unique_of, entry)
-  release_for(entry, config["lock_prefix"])
+  settle_payload_holds(entry, kinds, "abort", false)
   local now = tonumber(config["now"])
   redis.call("ZADD", KEYS[2], now, jid)
   redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", "(" .. (now - tonumber(config["keep"])))

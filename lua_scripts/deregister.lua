@@ -4,6 +4,7 @@
 -- KEYS[1] = its presence key, KEYS[2] = its workers hash, KEYS[3] = processes
 -- set, KEYS[4] = its in-progress list, KEYS[5] = last_beat hash,
 -- KEYS[6] = beating_since hash, KEYS[7] = in_progress_identities set
+-- KEYS[8] = beats sorted set (recovery's index of last beats)
 -- ARGV[1] = its identity
 -- Returns 1 when it left the registries too, 0 when its list still holds jobs
 -- (kept for orphan recovery, which finds them through the stamp left here).
@@ -18,5 +19,6 @@ if redis.call("LLEN", KEYS[4]) ~= 0 then
 end
 redis.call("HDEL", KEYS[5], ARGV[1])
 redis.call("HDEL", KEYS[6], ARGV[1])
+if KEYS[8] then redis.call("ZREM", KEYS[8], ARGV[1]) end
 redis.call("SREM", KEYS[7], ARGV[1])
 return 1

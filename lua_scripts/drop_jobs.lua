@@ -1,36 +1,46 @@
 -- drop_jobs: an operator removes jobs that will then never run (delete from
 -- schedule/retry/dead, delete-all, clear a queue) and, in the same step,
--- releases the lock each one removed still holds (owner-checked): its unique
--- lock, or its overlap=False periodic entry's running lock.
+-- settles what each one removed holds (its unique lock, its overlap=False
+-- periodic entry's running lock, ...: released, owner-checked).
 --
 -- KEYS[1] = the sorted set (schedule, retry, dead) or the queue list
--- ARGV[1] = "zrem": ARGV[3..] are the exact entries to remove from the set
---           "zpop": ARGV[3] = how many to pop, lowest score first
---           "rpop": ARGV[3] = how many to pop from the list's tail (oldest)
--- ARGV[2] = the periodic running-lock prefix ("": periodic locks not minded);
---   cluster: it starts with the namespace, so with a hash tag its keys are in
---   the tag's slot, like KEYS
+-- ARGV[1] = "zrem": ARGV[5..] are the exact entries to remove from the set
+--           "zpop": ARGV[5] = how many to pop, lowest score first
+--           "rpop": ARGV[5] = how many to pop from the list's tail (oldest)
+-- ARGV[2] = the kinds of hold a payload names (holds.py kinds_table, JSON;
+--   "": holds not minded): each removed job's holds are settled as the
+--   "operator_delete" rule says (includes/holds.lua); cluster: every kind's
+--   prefix starts with the namespace, so with a hash tag its keys are in the
+--   tag's slot, like KEYS
+-- ARGV[3] = the tracking prefix (keys.tracking_prefix; "": none, as for the
+--   dead set, whose jobs have ended already): a tracked job removed before it
+--   ended says failed (JobDeleted) in its status and to its result waiters
+--   (includes/job_end.lua)
+-- ARGV[4] = now (epoch seconds): the status's finished_at
 -- Returns how many entries were removed. A key of the wrong type is an error
 -- (WRONGTYPE) before anything is removed: bad data stays for a human.
--- Plain jobs pay two substring searches each (release_unique_of, release_for).
+-- Plain jobs pay one substring search per kind of hold each
+-- (settle_payload_holds), and with a tracking prefix one pattern match and
+-- one EXISTS (record_end).
 
---- @include release_unique
---- @include running_lock
+--- @include holds
+--- @include job_end
 
 local mode, removed = ARGV[1], {}
+local kinds = decode_kinds(ARGV[2])
 if mode == "zrem" then
-  for i = 3, #ARGV do
+  for i = 5, #ARGV do
     if redis.call("ZREM", KEYS[1], ARGV[i]) == 1 then
       removed[#removed + 1] = ARGV[i]
     end
   end
 elseif mode == "zpop" then
-  local popped = redis.call("ZPOPMIN", KEYS[1], tonumber(ARGV[3]))
+  local popped = redis.call("ZPOPMIN", KEYS[1], tonumber(ARGV[5]))
   for i = 1, #popped, 2 do
     removed[#removed + 1] = popped[i]
   end
 elseif mode == "rpop" then
-  local popped = redis.call("RPOP", KEYS[1], tonumber(ARGV[3]))
+  local popped = redis.call("RPOP", KEYS[1], tonumber(ARGV[5]))
   if popped then
     removed = popped
   end
@@ -38,7 +48,9 @@ else
   return redis.error_reply("drop_jobs: unknown mode " .. tostring(mode))
 end
 for _, entry in ipairs(removed) do
-  pcall(release_unique_of, entry)
-  release_for(entry, ARGV[2])
+  settle_payload_holds(entry, kinds, "operator_delete", false)
+  if ARGV[3] ~= "" then
+    pcall(record_end, entry, ARGV[3], "failed", "JobDeleted", "deleted by an operator", ARGV[4])
+  end
 end
 return #removed

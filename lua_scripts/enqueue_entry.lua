@@ -8,9 +8,13 @@
 -- ARGV[2] = the payload to push (the caller re-encoded it with a new
 --           `enqueued_at`, `retry_count` kept)
 -- ARGV[3] = the queue's name
--- ARGV[4] = (optional) the periodic running-lock prefix: the job of an
---           overlap=False entry takes its running lock again (when free or
---           its own), so no slot starts beside the run an operator revived
+-- ARGV[4] = (optional) the kinds of hold a payload names (holds.py
+--           kinds_table, JSON; includes/holds.lua): what the job holds is
+--           settled as the "operator_retry" rule says: an overlap=False
+--           entry's running lock is taken again (when free or its own), so
+--           no slot starts beside the run an operator revived, and a unique
+--           lock too; each key only under its kind's prefix (a payload naming
+--           any other key, e.g. <ns>:paused, writes nothing)
 -- Returns 1 when moved, 0 when the entry was already gone (moved or deleted by
 -- someone else). A queue key of the wrong type is a WRONGTYPE error raised
 -- before anything was written.
@@ -21,21 +25,18 @@
 -- Here the ZSCORE check, the push and the removal happen together, so exactly
 -- one caller moves an entry. Listing the queue and touching its marker come
 -- after the removal and are best effort: once the job is on its queue it runs
--- whether or not they succeed. A unique job takes its lock again
--- (retake_unique_of): it waits on its queue holding it, as when first enqueued.
--- The locks are best effort too (pcall): a lock key of the wrong type never
--- fails a move that is already made.
+-- whether or not they succeed. A unique job takes its lock again: it waits
+-- on its queue holding it, as when first enqueued. The holds are best effort
+-- too (pcall): a key of the wrong type never fails a move already made.
 
---- @include release_unique
---- @include running_lock
+--- @include holds
 
 if not redis.call("ZSCORE", KEYS[1], ARGV[1]) then
   return 0
 end
 redis.call("LPUSH", KEYS[2], ARGV[2])
 redis.call("ZREM", KEYS[1], ARGV[1])
-pcall(retake_unique_of, ARGV[2])
-retake_for(ARGV[2], ARGV[4], 3600000)
+settle_payload_holds(ARGV[2], decode_kinds(ARGV[4]), "operator_retry", false)
 redis.pcall("SADD", KEYS[3], ARGV[3])
 redis.pcall("ZADD", KEYS[4], 0, "1")
 return 1

@@ -8,20 +8,52 @@
 -- KEYS[4] = the schedule set, KEYS[5] = the scheduled poller's wake-up marker
 -- KEYS[5 + i] = job i's lock key (<ns>:unique:<name>:<digest>)
 -- ARGV[1] = the queue's name
--- ARGV[2 + 4(i-1) ..] = job i's jid (the lock's value), lock TTL (ms, > 0),
+-- ARGV[2] = the quarantine prefix (<ns>:quarantine:), ARGV[3] = how long a
+--   quarantined key is kept (s)
+-- ARGV[4 + 4(i-1) ..] = job i's jid (the lock's value), lock TTL (ms, > 0),
 --   payload (JSON), and when it is due (epoch s) for a delayed job or "" to
 --   push it now
 -- Returns, per job in order, the jid holding its lock: its own when it was
--- enqueued, the holder's when not (then the job is written nowhere).
+-- enqueued, the holder's when not (then the job is written nowhere); then,
+-- for each lock key found holding another type than a string, the key and
+-- where it was moved (<ns>:quarantine:<key>, or that with ":<jid>" when an
+-- earlier quarantine of the key is still there) before the lock was taken:
+-- a wrong-typed key would otherwise refuse every enqueue of its job with a
+-- raw WRONGTYPE; moved, it is kept (with a TTL) for a human to look at.
+-- Cluster: the quarantine key is built from a prefix that starts with the
+-- namespace, so with a hash-tagged namespace it is in the tag's slot.
 
 --- @include wake_poller
 
-local pushed, holders = {}, {}
+local pushed, holders, moved = {}, {}, {}
 local earliest = nil
+
+-- A lock key holding a list, hash...: moved aside (kept for a human), so the
+-- SET NX below takes a fresh lock. Returns nothing when the key is a string.
+local function quarantine_wrong_type(key, jid)
+  local kind = redis.call("TYPE", key)["ok"]
+  if kind == "none" or kind == "string" then
+    return
+  end
+  local target = ARGV[2] .. key
+  if redis.call("EXISTS", target) == 1 then
+    target = target .. ":" .. jid
+  end
+  redis.call("RENAME", key, target)
+  redis.call("EXPIRE", target, tonumber(ARGV[3]))
+  moved[#moved + 1] = key
+  moved[#moved + 1] = target
+end
+
 for i = 6, #KEYS do
-  local at = 2 + 4 * (i - 6)
+  local at = 4 + 4 * (i - 6)
   local jid, ttl, job, due = ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3]
-  if redis.call("SET", KEYS[i], jid, "NX", "PX", ttl) then
+  local taken = redis.call("SET", KEYS[i], jid, "NX", "PX", ttl)
+  if not taken then
+    quarantine_wrong_type(KEYS[i], jid)
+    taken = redis.call("SET", KEYS[i], jid, "NX", "PX", ttl)
+  end
+  if taken then
     holders[#holders + 1] = jid
     if due == "" then
       pushed[#pushed + 1] = job
@@ -43,5 +75,8 @@ if #pushed > 0 then
 end
 if earliest ~= nil then
   wake_poller(KEYS[4], KEYS[5], earliest)
+end
+for _, item in ipairs(moved) do
+  holders[#holders + 1] = item
 end
 return holders

@@ -19,14 +19,23 @@
 -- ARGV[7] = the acks' history groups, ARGV[8] = their tags ("", "": history
 --   off; see includes/history.lua)
 -- ARGV[9] = number of acks a; ARGV[10..9+a] = the finished jobs, as fetched
--- ARGV[10+a] = number of lock releases r, then r triples (ack position, lock
---   key, jid): the unique lock or periodic running lock a finished job holds,
---   released with its ack (see ack_jobs' release_acked)
--- ARGV[11+a+3r..] = the queue names matching KEYS[5..]
+-- ARGV[10+a] = number of holds h, then h groups of 5 (ack position, prefix,
+--   key, owner, ttl): what the finished jobs hold, released or kept with
+--   their acks (includes/holds.lua; ack_jobs' settle_acked_holds)
+-- then the queue names matching KEYS[5..]
+-- then the unique lock prefix (keys.unique(""); "" renews nothing) and the
+--   default unique_for (ms) of a payload that names none (renew_taken_locks)
+-- then, last and only when some acked job carries one, the ends block: e, the
+--   tracking prefix and e groups of 6 (includes/acked_ends.lua): the kept
+--   results and final statuses of acked jobs, written in this same step
 -- Returns {jobs taken (raw, in the order taken), positions of acks whose job
 -- was already gone, names of queues skipped because their key has the wrong type,
 -- sources: a queue name and how many of the jobs taken came from it, in the
--- order taken (the caller knows each job's queue; a payload may name another)}.
+-- order taken (the caller knows each job's queue; a payload may name another),
+-- renewals: per taken until_executed unique job, its position, its jid and the
+-- jid holding its lock afterwards (false: the key is not a string),
+-- end failures: the status key and error of each end or "working" write that
+-- failed (acked_ends)}.
 -- Atomic: a job is on its queue or on the in-progress list, never neither.
 --
 -- Suspects (jobs requeue.lua marked after orphaning them more than once) run
@@ -39,9 +48,13 @@
 -- a plain one. Only a job whose third byte is "s" is looked at twice.
 --- @include ack_jobs
 --- @include history
+--- @include acked_ends
 
 local missing, acked = ack_jobs(KEYS[1], ARGV[3], 10, ARGV[1] == "reliable")
-local names_at = release_acked(10 + acked, missing, ARGV[1] == "reliable")
+local names_at = settle_acked_holds(10 + acked, missing, ARGV[1] == "reliable")
+local unique_prefix = ARGV[names_at + #KEYS - 4]
+local unique_default_ms = tonumber(ARGV[names_at + #KEYS - 3])
+local end_failures = write_acked_ends(names_at + #KEYS - 2)
 -- Only what this call removed: an ack resent after a lost reply counts once.
 count_processed(KEYS[3], KEYS[4], acked - #missing, tonumber(ARGV[5]))
 count_runs(ARGV[7], ARGV[8], missing)
@@ -109,4 +122,57 @@ for i = 5, #KEYS do
     end
   end
 end
-return {taken, missing, broken, sources}
+-- renew_taken_locks: an until_executed unique job's lock is renewed for its
+-- unique_for as it is taken, owner-checked, and taken again when free (its TTL
+-- ran out while the job waited), as renew_unique.lua does at a run's start:
+-- here it rides the fetch, so a job run soon after its fetch costs no call of
+-- its own (the worker renews again at the start of one that waited long in
+-- its process). Atomic with the move: the job is on the in-progress list
+-- when its lock is renewed, never after its settlement released it. A plain
+-- job pays one substring search; an until_executing one (its lock goes at
+-- its start) and a key outside the prefix are left alone.
+local function renew_taken_lock(job)
+  local decoded = cjson.decode(job)
+  local unique = decoded["unique"]
+  local jid = decoded["jid"]
+  if type(unique) ~= "table" or type(jid) ~= "string" or jid == ""
+      or unique["mode"] == "until_executing" then
+    return nil
+  end
+  local key = unique["key"]
+  if not is_held_key(key, unique_prefix) then
+    return nil
+  end
+  local ttl = tonumber(unique["for"])
+  local ms = unique_default_ms
+  if ttl and ttl > 0 and ttl == ttl and ttl ~= math.huge then
+    ms = math.max(1, math.floor(ttl * 1000))
+  end
+  -- GET answers an error for a key that is no string (not a lock: left alone).
+  local holder = redis.pcall("GET", key)
+  if type(holder) == "table" then
+    return jid, false
+  elseif not holder then
+    redis.call("SET", key, jid, "PX", ms)
+    return jid, jid
+  end
+  if holder == jid then
+    redis.call("PEXPIRE", key, ms)
+  end
+  return jid, holder
+end
+
+local renewals = {}
+if unique_prefix ~= nil and unique_prefix ~= "" then
+  for i, job in ipairs(taken) do
+    if string.find(job, '"unique"', 1, true) then
+      local ok, jid, holder = pcall(renew_taken_lock, job)
+      if ok and jid then
+        renewals[#renewals + 1] = i
+        renewals[#renewals + 1] = jid
+        renewals[#renewals + 1] = holder
+      end
+    end
+  end
+end
+return {taken, missing, broken, sources, renewals, end_failures}

@@ -8,6 +8,7 @@
 -- KEYS[6] = stats:processed:<today>, KEYS[7] = stats:failed:<today>
 -- KEYS[8] = the scheduled poller's wake-up marker (touched when a retry entry
 --           is the earliest of the retry set, so the retry runs on time)
+-- KEYS[9] = the abort tombstones (<ns>:aborted), KEYS[10] = stats:aborted
 -- ARGV[1] = the job exactly as fetched
 -- ARGV[2] = score (epoch s: when to retry, or when it failed)
 -- ARGV[3] = the entry to file ("" = discard: `retry: False`)
@@ -18,22 +19,45 @@
 --   name ("" = none: unparseable), ARGV[10] = the history hash's TTL (s)
 -- ARGV[11] = "1" when the job is on the in-progress list (reliable fetch);
 --   "0" in basic fetch, where there is no list: nothing to look for or remove
--- ARGV[12..14] = (optional, only for a job that holds a lock) the lock's key,
---   the job's jid, and the TTL (ms) the lock keeps while a retry waits, or ""
---   to release it: owner-checked, in the same step as the filing. Given for a
---   terminal filing (dead, discard) of an `until_executed` unique job (""),
---   and for every filing of a job of an overlap=False periodic entry.
+-- ARGV[12] = the job's jid for a filing into retry, else "": when the job has
+--   an abort tombstone, it is settled as aborted instead (off the list,
+--   counted in stats:aborted, its holds settled as an abort): an abort
+--   answered "cancelling" while the failure was being filed means it never
+--   runs again.
+-- ARGV[13] = number of holds h, then h groups of 5 (position, prefix, key,
+--   owner, ttl): what the job holds, released or kept (owner-checked) in the
+--   filing's step as each kind's rule for this filing says (includes/holds.lua:
+--   a retry keeps an `until_executed` unique lock and a periodic running lock
+--   for its delay plus their TTL; dead and discard release them). A plain job
+--   sends 0.
+-- ARGV[14+5h] = (only when ARGV[12] is a jid) the same block as settled by
+--   an abort: used instead of the one above when the tombstone is found.
 -- Returns 1 when filed; 0 when the job was no longer on the list (recovery
--- requeued it while it ran here: it will run again, so it is not filed).
+-- requeued it while it ran here: it will run again, so it is not filed); 2
+-- when it was settled as aborted instead of retried (its tombstone).
 -- Written before removed: a script stopped halfway keeps the job somewhere.
 
 --- @include wake_poller
 --- @include history
---- @include running_lock
+--- @include holds
 
 local listed = ARGV[11] ~= "0"
 if listed and not redis.call("LPOS", KEYS[1], ARGV[1]) then
   return 0
+end
+local aborted_holds_at = 14 + 5 * (tonumber(ARGV[13]) or 0)
+if ARGV[12] ~= "" then
+  -- A wrong-typed tombstone set (an error reply, a table) never stops a filing.
+  local tombstone = redis.pcall("ZSCORE", KEYS[9], ARGV[12])
+  if type(tombstone) == "string" then
+    if listed then
+      redis.call("LREM", KEYS[1], -1, ARGV[1])
+    end
+    redis.pcall("DEL", KEYS[3])
+    redis.pcall("INCR", KEYS[10])
+    settle_holds(aborted_holds_at, nil)
+    return 2
+  end
 end
 if ARGV[3] ~= "" then
   redis.call("ZADD", KEYS[2], ARGV[2], ARGV[3])
@@ -48,13 +72,7 @@ if listed then
   redis.call("LREM", KEYS[1], -1, ARGV[1])
 end
 redis.pcall("DEL", KEYS[3])
-if ARGV[12] and ARGV[12] ~= "" then
-  if ARGV[14] and ARGV[14] ~= "" then
-    pcall(retake_running_lock, ARGV[12], ARGV[13], tonumber(ARGV[14]))
-  else
-    pcall(release_running_lock, ARGV[12], ARGV[13])
-  end
-end
+settle_holds(13, nil)
 local day_ttl = tonumber(ARGV[7])
 for _, key in ipairs({KEYS[4], KEYS[5], KEYS[6], KEYS[7]}) do
   redis.pcall("INCR", key)

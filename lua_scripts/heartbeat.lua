@@ -10,6 +10,8 @@
 --           going back: after an outage, a restart from an old snapshot or a
 --           refused (OOM) write, the run starts again. Orphan recovery only
 --           trusts a judge whose run is at least orphan_threshold long.
+-- KEYS[9] = beats sorted set: identity -> this stamp, so orphan recovery reads
+--           only overdue identities (ZRANGEBYSCORE) instead of every one.
 -- ARGV[1] = JSON object {identity, info, ttl_ms, clock, queues: [...],
 --            workers: {slot: json}, reliable: bool}
 -- Returns {the stamp written (Redis's clock, epoch s; the caller's clock only
@@ -32,6 +34,9 @@ if not previous or not since or now < previous or now - previous > beat["ttl_ms"
 end
 redis.call("SET", KEYS[1], beat["info"], "PX", beat["ttl_ms"])
 redis.call("HSET", KEYS[2], beat["identity"], string.format("%.6f", now))
+-- pcall: a wrong-typed index must never stop a beat (the key guard moves it
+-- aside; recovery then walks every registered identity, see overdue.lua).
+if KEYS[9] then redis.pcall("ZADD", KEYS[9], now, beat["identity"]) end
 if beat["reliable"] then
   redis.call("SADD", KEYS[3], beat["identity"])
 end

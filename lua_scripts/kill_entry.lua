@@ -8,17 +8,22 @@
 -- ARGV[3] = now (epoch seconds): the dead entry's score
 -- ARGV[4] = dead-set cap (entries), ARGV[5] = dead-set cutoff (epoch s): the
 --           dead set is trimmed as file.lua trims it
--- ARGV[6] = (optional) the periodic running-lock prefix: the job of an
---           overlap=False entry releases its running lock (owner-checked)
---           as it dies; a unique job releases its lock (from its payload)
+-- ARGV[6] = (optional; "" for none) the kinds of hold a payload names
+--           (holds.py kinds_table, JSON; includes/holds.lua): what the job
+--           holds (its unique lock, its overlap=False entry's running lock,
+--           ...) is settled as the "operator_kill" rule says (released),
+--           owner-checked, each key only under its kind's prefix
+-- ARGV[7] = (optional) the tracking prefix (keys.tracking_prefix): a tracked
+--           job's status says dead and its result waiters hear JobKilled (or
+--           the dead entry's own error), in the same step (includes/job_end.lua)
 -- Returns 1 when moved, 0 when the entry was already gone (moved, retried or
 -- deleted by someone else).
 --
 -- Why one script: added and removed apart, the job could be both dead and
 -- still due (and run by the poller while an operator retries it from dead);
 -- two operators killing it at once would each add a dead copy.
---- @include running_lock
---- @include release_unique
+--- @include holds
+--- @include job_end
 
 if not redis.call("ZSCORE", KEYS[1], ARGV[1]) then
   return 0
@@ -27,6 +32,9 @@ redis.call("ZADD", KEYS[2], ARGV[3], ARGV[2])
 redis.call("ZREM", KEYS[1], ARGV[1])
 redis.call("ZREMRANGEBYSCORE", KEYS[2], "-inf", "(" .. ARGV[5])
 redis.call("ZREMRANGEBYRANK", KEYS[2], 0, -(tonumber(ARGV[4]) + 1))
-release_for(ARGV[1], ARGV[6])
-pcall(release_unique_of, ARGV[1])
+settle_payload_holds(ARGV[1], decode_kinds(ARGV[6]), "operator_kill", false)
+if ARGV[7] and ARGV[7] ~= "" then
+  local error_class, error_message = end_fields(ARGV[2], "JobKilled", "killed by an operator")
+  pcall(record_end, ARGV[1], ARGV[7], "dead", error_class, error_message, ARGV[3])
+end
 return 1

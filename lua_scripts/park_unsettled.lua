@@ -8,7 +8,9 @@
 --   is); else "1" (or absent)
 -- Returns 1 when handed over, 0 when the job was no longer on the list.
 -- Written before removed, in one step: never requeued (a `retry: False` job
--- would run again on every deploy), never lost.
+-- would run again on every deploy), never lost. An abort still reaches it
+-- there (abort_unsettled.lua), and one answered while it ran is honoured when
+-- it is filed (file_unsettled.lua reads the tombstone).
 
 if ARGV[3] == "0" then
   redis.call("RPUSH", KEYS[2], ARGV[2])

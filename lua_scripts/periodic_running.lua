@@ -5,7 +5,7 @@
 -- ARGV[1] = the run's jid, ARGV[2] = a TTL in ms to set (re-take, with the
 --           active TTL: the run starts), or "" to release
 -- (The worker calls it at run start; the moves of a job change the lock inside
--- their own scripts: see includes/running_lock.lua.)
+-- their own scripts: see includes/holds.lua.)
 -- Returns 1 when the lock was this run's (and was extended or deleted), or was
 -- free and a re-take took it (its TTL ran out while the job waited); else 0
 -- (another run holds it).

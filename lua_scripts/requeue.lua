@@ -8,6 +8,7 @@
 -- KEYS[6] = queues set, KEYS[7] = live_queues sorted set
 -- KEYS[8] = beating_since hash, KEYS[9] = processes set,
 -- KEYS[10] = the owner's workers hash, KEYS[11] = in_progress_identities set
+-- KEYS[12] = beats sorted set (recovery's index of last beats)
 -- Suspects: a job recovered from a dead process is counted (its orphan
 -- counter, `counter_prefix .. jid`) and goes back marked as a suspect — a
 -- leading `"suspect":1` field, inserted as text, nothing else re-encoded —
@@ -34,10 +35,12 @@
 --   for a job pushed onto a queue other than the one its payload names.)
 --   counter_prefix, counter_ttl, max_orphanings  (orphan counting)
 --   live_window     a queue stamped by a live process this recently is read
---   lock_prefix, lock_ttl  (optional) the periodic running-lock prefix and
---                   default queued TTL (ms): a requeued job of an
---                   overlap=False entry re-takes its lock (requeue_job), a
---                   finished one (d:) or one filed raw into dead releases it
+--   holds           (optional) the kinds of hold a payload names
+--                   (holds.py kinds_table; includes/holds.lua): a requeued
+--                   job's holds are settled as the "recovery_requeue" rule
+--                   says (own list: "shutdown_requeue"; requeue_job), a
+--                   finished one's (d:) as "ack", one filed raw into dead as
+--                   "burial"; absent: no holds minded
 --   judge, judge_ttl  (recovering only) the identity of the process asking,
 --                   and the longest gap between its beats that still counts
 --                   as beating (heartbeat_ttl)
@@ -74,6 +77,7 @@
 --- @include requeue_job
 
 local cfg = cjson.decode(ARGV[1])
+local kinds = type(cfg["holds"]) == "table" and cfg["holds"] or nil
 if redis.replicate_commands then redis.replicate_commands() end
 local clock = tonumber(cfg["clock"])
 local clock_ok, clock_reply = pcall(redis.call, "TIME")
@@ -148,7 +152,7 @@ for _ = 1, redis.call("LLEN", KEYS[1]) do
     redis.call("LPOP", KEYS[1])
     local jid = jid_of(job)
     if jid then redis.pcall("DEL", cfg["counter_prefix"] .. jid) end
-    release_for(job, cfg["lock_prefix"])
+    settle_payload_holds(job, kinds, "ack", true)
   elseif keep[job] then
     kept[#kept + 1] = redis.call("LPOP", KEYS[1])
   else
@@ -174,7 +178,7 @@ for _ = 1, redis.call("LLEN", KEYS[1]) do
             parked = type(redis.pcall("ZADD", KEYS[5], clock, job)) == "number"
             if parked then
               buried[#buried + 1] = job
-              release_for(job, cfg["lock_prefix"])
+              settle_payload_holds(job, kinds, "burial", true)
             end
           end
         end
@@ -187,7 +191,8 @@ for _ = 1, redis.call("LLEN", KEYS[1]) do
         payload = as_suspect(job)
       end
       written, queue = pcall(requeue_job, payload, cfg["queue_prefix"], cfg["wakeup_prefix"],
-        cfg["default_queue"], target[job] or sole_queue, cfg["lock_prefix"], cfg["lock_ttl"])
+        cfg["default_queue"], target[job] or sole_queue, kinds,
+        recovering and "recovery_requeue" or "shutdown_requeue")
     end
     if written and queue then
       if not per_queue[queue] then
@@ -225,6 +230,7 @@ if recovering and redis.call("LLEN", KEYS[1]) == 0 then
   redis.pcall("SREM", KEYS[11], cfg["identity"])
   redis.pcall("HDEL", KEYS[3], cfg["identity"])
   redis.pcall("HDEL", KEYS[8], cfg["identity"])
+  if KEYS[12] then redis.pcall("ZREM", KEYS[12], cfg["identity"]) end
   redis.pcall("SREM", KEYS[9], cfg["identity"])
   redis.pcall("DEL", KEYS[10])
 end

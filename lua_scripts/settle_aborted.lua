@@ -9,13 +9,15 @@
 -- ARGV[1] = the job exactly as fetched, ARGV[2] = its jid, ARGV[3] = now (epoch s)
 -- ARGV[4] = "1" when the job is on the in-progress list (reliable fetch), "0"
 --   in basic fetch (no list: nothing to look for or remove)
--- ARGV[5] = (optional) a lock the job holds, value = its jid (its unique lock
---   or its overlap=False periodic entry's running lock): released,
---   owner-checked, in the same step (an aborted job is done for good)
--- Returns 1 when settled; 0 when the job was no longer on the list (then the
--- lock is kept: recovery requeued the job, which runs again and holds it).
+-- ARGV[5] = number of holds h, then h groups of 5 (position, prefix, key,
+--   owner, ttl): what the job holds (its unique lock, its overlap=False
+--   periodic entry's running lock, ...), settled owner-checked in the same step
+--   as each kind's abort rule says (includes/holds.lua; an aborted job is done
+--   for good: released). A plain job sends 0.
+-- Returns 1 when settled; 0 when the job was no longer on the list (then its
+-- holds are kept: recovery requeued the job, which runs again and holds them).
 
---- @include release_unique
+--- @include holds
 
 if ARGV[4] ~= "0" then
   if not redis.call("LPOS", KEYS[1], ARGV[1]) then
@@ -27,7 +29,5 @@ redis.pcall("DEL", KEYS[2])
 redis.pcall("INCR", KEYS[3])
 -- Kept (or put back, if pruned) so that a second abort answers "finished".
 redis.pcall("ZADD", KEYS[4], "NX", ARGV[3], ARGV[2])
-if ARGV[5] and ARGV[5] ~= "" then
-  pcall(release_unique, ARGV[5], ARGV[2])
-end
+settle_holds(5, nil)
 return 1

@@ -15,7 +15,7 @@ Layout: ``overview`` (queues, stats, pause/resume/clear), ``history`` (the
 metrics history per minute and per day), ``sets`` (the
 retry, dead and schedule sets), ``running`` (processes, what they run,
 signals), ``quarantine`` (keys the key guard moved aside), ``periodic``
-(periodic entries: list, run now), ``locks`` (unique-job locks: list,
+(periodic entries: list, run now, pause/resume), ``locks`` (unique-job locks: list,
 delete, delete the orphaned); ``_common`` holds
 the shared helpers. Import from here: the submodules are not the interface.
 """
@@ -30,7 +30,22 @@ from cogworker_async.api.history import (
     MinutePoint,
     history,
 )
-from cogworker_async.api.locks import LockInfo, delete_lock, delete_orphaned, list_locks
+from cogworker_async.api.locks import (
+    LockInfo,
+    LockPage,
+    delete_lock,
+    delete_orphaned,
+    list_locks,
+    list_locks_page,
+)
+from cogworker_async.api.lookup import (
+    Found,
+    Lookup,
+    check_jid,
+    kept_result,
+    locate,
+    progress_of,
+)
 from cogworker_async.api.overview import (
     RECOVERY_COUNTERS,
     QueueInfo,
@@ -43,7 +58,13 @@ from cogworker_async.api.overview import (
     resume,
     stats,
 )
-from cogworker_async.api.periodic import PeriodicInfo, periodic_entries, run_periodic_now
+from cogworker_async.api.periodic import (
+    PeriodicInfo,
+    pause_periodic,
+    periodic_entries,
+    resume_periodic,
+    run_periodic_now,
+)
 from cogworker_async.api.quarantine import QuarantinedKey, quarantine_list
 from cogworker_async.api.running import (
     SIGNAL_TTL,
@@ -51,6 +72,7 @@ from cogworker_async.api.running import (
     BusyJob,
     ProcessInfo,
     busy,
+    human_size,
     processes,
     send_signal,
 )
@@ -62,6 +84,7 @@ from cogworker_async.api.sets import (
     delete,
     delete_all,
     digest,
+    find_entries,
     list_entries,
     parse_entry,
     retry_all,
@@ -80,10 +103,13 @@ __all__ = [
     "BusyJob",
     "DayPoint",
     "Entry",
+    "Found",
     "History",
     "JobMinute",
     "JobSummary",
     "LockInfo",
+    "LockPage",
+    "Lookup",
     "MinutePoint",
     "PeriodicInfo",
     "ProcessInfo",
@@ -93,23 +119,32 @@ __all__ = [
     "Stats",
     "UnknownQueueError",
     "busy",
+    "check_jid",
     "clear_queue",
     "delete",
     "delete_all",
     "delete_lock",
     "delete_orphaned",
     "digest",
+    "find_entries",
     "history",
+    "human_size",
+    "kept_result",
     "list_entries",
     "list_locks",
+    "list_locks_page",
+    "locate",
     "parse_entry",
     "pause",
+    "pause_periodic",
     "periodic_entries",
     "processes",
+    "progress_of",
     "quarantine_list",
     "queue_names",
     "queues",
     "resume",
+    "resume_periodic",
     "retry_all",
     "retry_now",
     "run_periodic_now",

@@ -15,6 +15,7 @@ import orjson
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from cogworker_async import holds
 from cogworker_async.api._common import _is_wrong_type, _set_members, _warn_wrong_type
 from cogworker_async.api.running import processes
 from cogworker_async.keys import Keys
@@ -223,7 +224,13 @@ async def clear_queue(redis: Redis, keys: Keys, queue: str) -> int:
     key = keys.queue(check_queue_name(queue))
     try:
         # With the unique locks the removed jobs hold (unique/drop.py).
-        return await drop_all(redis, key, kind="list", lock_prefix=keys.periodic_running_prefix)
+        return await drop_all(
+            redis,
+            key,
+            kind="list",
+            kinds=holds.kinds_table(keys),
+            tracking_prefix=keys.tracking_prefix,  # tracked jobs end as JobDeleted
+        )
     except ResponseError as exc:
         if not _is_wrong_type(exc):
             raise

@@ -46,6 +46,18 @@ class ProcessInfo:
         return asdict(self)
 
 
+def human_size(size: int) -> str:
+    """Bytes as ``51.2 MiB`` (binary units, one decimal; plain bytes below 1 KiB)."""
+    if size < 1024:
+        return f"{size} B"
+    value = float(size)
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if value < 1024 or unit == "TiB":
+            break
+    return f"{value:.1f} {unit}"
+
+
 def _field(info: dict[str, Any], name: str, kind: type[Any] | tuple[type[Any], ...]) -> Any:
     value = info.get(name)
     # bool is an int in Python, never a pid or a count on the wire.

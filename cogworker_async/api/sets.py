@@ -19,7 +19,7 @@ import orjson
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from cogworker_async import payload
+from cogworker_async import holds, payload
 from cogworker_async.api._common import (
     _SCAN_COUNT,
     _glob_escape,
@@ -31,6 +31,7 @@ from cogworker_async.keys import Keys
 from cogworker_async.store import admin, locks
 from cogworker_async.store.replies import loose_text as _loose_text
 from cogworker_async.unique.drop import drop_all
+from cogworker_async.unique.lock import foreign_lock, lock_prefix
 
 SetName = Literal["retry", "dead", "schedule"]
 SET_NAMES: tuple[SetName, ...] = ("retry", "dead", "schedule")
@@ -198,6 +199,14 @@ async def _find(redis: Redis, key: str, refs: Collection[str]) -> list[Entry]:
     return [e async for e in _scan(redis, key, match) if e.jid in wanted or digest(e.raw) in wanted]
 
 
+async def find_entries(
+    redis: Redis, keys: Keys, which: SetName, refs: Collection[str]
+) -> list[Entry]:
+    """The entries of the set named by jid (or the ``sha1:...`` ref of one without),
+    for a detail view; a wrong-typed set is warned about and has none."""
+    return await _find_or_warn(redis, set_key(keys, which), refs)
+
+
 async def _find_or_warn(redis: Redis, key: str, refs: Collection[str]) -> list[Entry]:
     try:
         return await _find(redis, key, refs)
@@ -215,6 +224,17 @@ async def _enqueue(redis: Redis, keys: Keys, source: str, entry: Entry) -> bool:
         return False
     job = dict(entry.job)
     job["enqueued_at"] = time.time()
+    foreign = foreign_lock(job, lock_prefix(keys)) if "unique" in job else None
+    if foreign is not None:
+        # enqueue_entry.lua writes no key outside the lock prefix: the job goes
+        # back to its queue without a lock, and the operator is told why.
+        log.warning(
+            "%s entry %s names unique lock key %r, not under %s: moved without its lock",
+            source,
+            entry.ref,
+            foreign,
+            lock_prefix(keys),
+        )
     try:
         return await admin.enqueue_entry(
             redis,
@@ -261,6 +281,12 @@ async def retry_all(redis: Redis, keys: Keys, which: SetName) -> int:
     return moved
 
 
+def _ending(keys: Keys, which: SetName) -> str:
+    """Deleting ends a waiting job (its status and result waiters are told, JobDeleted);
+    a dead one has ended already and keeps what it said."""
+    return "" if which == "dead" else keys.tracking_prefix
+
+
 async def delete(redis: Redis, keys: Keys, which: SetName, jids: Iterable[str]) -> int:
     """Remove the entries named by jid (or ``sha1:`` digest); returns how many were removed."""
     key = set_key(keys, which)
@@ -269,7 +295,11 @@ async def delete(redis: Redis, keys: Keys, which: SetName, jids: Iterable[str]) 
         return 0
     # Removed with their locks (unique, periodic running) released, in one step.
     return await locks.drop_jobs(
-        redis, key, entries=[e.raw for e in entries], lock_prefix=keys.periodic_running_prefix
+        redis,
+        key,
+        entries=[e.raw for e in entries],
+        kinds=holds.kinds_table(keys),
+        tracking_prefix=_ending(keys, which),
     )
 
 
@@ -281,7 +311,13 @@ async def delete_all(redis: Redis, keys: Keys, which: SetName) -> int:
     key = set_key(keys, which)
     try:
         # Unlike DEL, this refuses a key of another type: bad data stays for a human.
-        return await drop_all(redis, key, kind="zset", lock_prefix=keys.periodic_running_prefix)
+        return await drop_all(
+            redis,
+            key,
+            kind="zset",
+            kinds=holds.kinds_table(keys),
+            tracking_prefix=_ending(keys, which),
+        )
     except ResponseError as exc:
         if not _is_wrong_type(exc):
             raise

@@ -18,6 +18,7 @@ import typer
 from redis.asyncio import Redis
 
 from cogworker_async import api
+from cogworker_async.api import human_size
 from cogworker_async.keys import Keys
 
 T = TypeVar("T")
@@ -76,18 +77,6 @@ def table(
     ]
 
 
-def human_size(size: int) -> str:
-    """Bytes as ``51.2 MiB`` (binary units, one decimal; plain bytes below 1 KiB)."""
-    if size < 1024:
-        return f"{size} B"
-    value = float(size)
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        value /= 1024
-        if value < 1024 or unit == "TiB":
-            break
-    return f"{value:.1f} {unit}"
-
-
 def _print_json(data: Any) -> None:
     typer.echo(json.dumps(data, indent=2))
 
@@ -111,6 +100,28 @@ def _entry_line(entry: api.Entry) -> str:
     )
 
 
+def _entry_detail(entry: api.Entry, which: api.SetName) -> str:
+    """An entry as ``name  value`` lines, then its backtrace when it kept one."""
+    job = entry.job or {}
+    error = f"{entry.error_class}: {entry.error_message}" if entry.error_class else "-"
+    rows = [
+        ("ref", entry.ref),
+        ("failed" if which == "dead" else "due", _when(entry.score)),
+        ("job", entry.name or "-"),
+        ("queue", entry.queue or "-"),
+        ("arguments", json.dumps(job.get("args"), default=str)),
+        ("retry count", str(job.get("retry_count", 0))),
+        ("error", error),
+    ]
+    if entry.job is None or entry.problem:
+        rows.append(("problem", str(entry.problem)))
+    lines = [f"{name:<12} {value}" for name, value in rows]
+    backtrace = job.get("error_backtrace")
+    if isinstance(backtrace, str) and backtrace:
+        lines += ["backtrace:", backtrace]
+    return "\n".join(lines)
+
+
 def _set_app(
     group: str, which: api.SetName, move: str, *, bulk_move: bool, run: Runner, fail: Fail
 ) -> typer.Typer:
@@ -124,8 +135,10 @@ def _set_app(
         search: Annotated[
             str | None, typer.Option("--search", help="Name, jid or any text (any case)")
         ] = None,
-        limit: Annotated[int, typer.Option("--limit", min=1)] = 50,
-        offset: Annotated[int, typer.Option("--offset", min=0)] = 0,
+        limit: Annotated[int, typer.Option("--limit", min=1, help="Entries shown at most")] = 50,
+        offset: Annotated[
+            int, typer.Option("--offset", min=0, help="Entries skipped first (for paging)")
+        ] = 0,
         json_out: JsonFlag = False,
         redis_url: RedisUrl = None,
         namespace: Namespace = None,
@@ -142,6 +155,21 @@ def _set_app(
             typer.echo(_entry_line(entry))
         if not entries:
             typer.echo("(none)")
+
+    @sub.command("show", help="These entries in full: error, arguments and the kept backtrace.")
+    def show(
+        refs: Refs,
+        json_out: JsonFlag = False,
+        redis_url: RedisUrl = None,
+        namespace: Namespace = None,
+    ) -> None:
+        entries = run(redis_url, namespace, lambda r, k: api.find_entries(r, k, which, refs))
+        if not entries:
+            raise fail(f"no entry of {group} matched {' '.join(refs)}", 1)
+        if json_out:
+            _print_json([e.as_dict() for e in entries])
+            return
+        typer.echo("\n\n".join(_entry_detail(entry, which) for entry in entries))
 
     @sub.command(move, help="Put these entries on their queues now (retry count kept).")
     def move_(refs: Refs, redis_url: RedisUrl = None, namespace: Namespace = None) -> None:

@@ -12,7 +12,6 @@ errors included). Only a bug of ours still shows a traceback, after its
 from __future__ import annotations
 
 import asyncio
-import importlib.metadata
 import logging
 import sys
 from collections.abc import Awaitable, Callable
@@ -120,10 +119,9 @@ locks_cli.register(app, run=_run_admin, fail=fail)
 
 def _version(value: bool) -> None:
     if value:
-        try:
-            version = importlib.metadata.version("cogworker-async")
-        except importlib.metadata.PackageNotFoundError:  # run from a checkout, not installed
-            from cogworker_async import __version__ as version
+        # The package's one version (pyproject.toml reads it from there too).
+        from cogworker_async._version import __version__ as version
+
         typer.echo(f"cogworker-async {version}")
         raise typer.Exit()
 

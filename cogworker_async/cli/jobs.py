@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Callable
 from typing import Annotated
 
@@ -17,8 +16,11 @@ from cogworker_async.cli.worker import Fail, RedisRunner
 from cogworker_async.client import Client, EnqueuedByName
 from cogworker_async.client.aborting import AbortOutcome, abort_job
 from cogworker_async.client.tracking import JobStatus, read_status
+from cogworker_async.errors import StatusCorrupt
 from cogworker_async.keys import Keys
+from cogworker_async.lifecycle import STATUS_STRINGS, state_of_status
 from cogworker_async.settings import Settings
+from cogworker_async.timing import check_duration
 
 _ABORT_SAYS = {
     AbortOutcome.REMOVED: "removed: job {jid} was waiting; it will never run",
@@ -58,8 +60,11 @@ def register(
             raise fail("the job name must not be empty")
         if queue is not None:
             check_queue(queue, fail)
-        if delay is not None and not (math.isfinite(delay) and delay >= 0):
-            raise fail(f"--in takes a finite number of seconds, 0 or more: got {delay}")
+        if delay is not None:
+            try:
+                check_duration(delay, "--in", zero_ok=True)
+            except ValueError as exc:
+                raise fail(str(exc)) from None
         try:
             parsed, keywords = parse_job_arguments(args or [], kwargs_json)
         except BadArgument as exc:
@@ -95,7 +100,10 @@ def register(
         settings = build_settings(redis_url=redis_url, namespace=namespace)
 
         async def action(redis: Redis, keys: Keys) -> JobStatus | None:
-            return await read_status(redis, keys, jid.strip())
+            try:
+                return await read_status(redis, keys, jid.strip())
+            except StatusCorrupt as exc:  # one line naming the key and field
+                raise fail(str(exc), 1) from None
 
         found = run(settings, action)
         if found is None:
@@ -106,8 +114,13 @@ def register(
             typer.echo(json.dumps(found.as_dict(), indent=2))
             return
         for name, value in found.as_dict().items():
-            if value is not None:
+            if name == "progress" and found.progress is not None:
+                typer.echo(f"{name:<14} {found.progress.describe()}")
+            elif value is not None:
                 typer.echo(f"{name:<14} {value}")
+            if name == "state" and value in STATUS_STRINGS:
+                # Where the lifecycle table puts a job in that state (docs: concepts/lifecycle).
+                typer.echo(f"{'place':<14} {state_of_status(value).place.value}")
 
     @app.command()
     def abort(

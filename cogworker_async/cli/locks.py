@@ -44,14 +44,15 @@ def register(app: typer.Typer, *, run: Runner, fail: Callable[[str, int], typer.
         redis_url: RedisUrl = None,
         namespace: Namespace = None,
     ) -> None:
-        """Delete one lock: the next enqueue of its job goes through."""
+        """Delete one lock: the next enqueue of its job goes through. A key under the
+        lock prefix that is not a string is moved to quarantine instead."""
         try:
             deleted = run(redis_url, namespace, lambda r, k: api.delete_lock(r, k, key))
         except ValueError as exc:
             raise fail(str(exc), 2) from None
         if not deleted:
             raise fail(f"no lock {key}", 1)
-        typer.echo(f"deleted {key}")
+        typer.echo(deleted)
 
     @locks.command("delete-orphaned")
     def locks_delete_orphaned(

@@ -108,7 +108,7 @@ def register(
         verb = action.__name__
 
         def command(
-            queue: Annotated[str, typer.Argument()],
+            queue: Annotated[str, typer.Argument(help="The queue's name (see `queues`)")],
             force: Annotated[
                 bool, typer.Option("--force", help="Even a queue nothing knows (not a typo)")
             ] = False,
@@ -139,7 +139,7 @@ def register(
 
     @app.command()
     def clear(
-        queue: Annotated[str, typer.Argument()],
+        queue: Annotated[str, typer.Argument(help="The queue to empty")],
         yes: Annotated[bool, typer.Option("--yes", help="Do not ask")] = False,
         redis_url: RedisUrl = None,
         namespace: Namespace = None,

@@ -14,7 +14,10 @@ def register(app: typer.Typer, *, build_settings: Callable[..., Any], fail: Fail
     @app.command("web")
     def web(
         host: Annotated[str, typer.Option("--host", help="Interface to listen on")] = "127.0.0.1",
-        port: Annotated[int, typer.Option("--port", min=0, max=65535)] = 8000,
+        port: Annotated[
+            int,
+            typer.Option("--port", min=0, max=65535, help="Port to listen on (0: any free one)"),
+        ] = 8000,
         root_path: Annotated[
             str,
             typer.Option("--root-path", help="The prefix a reverse proxy serves it under (/jobs)"),
@@ -28,6 +31,15 @@ def register(app: typer.Typer, *, build_settings: Callable[..., Any], fail: Fail
         namespace: Annotated[
             str | None, typer.Option("--namespace", help="Key namespace (COGWORKER_NAMESPACE)")
         ] = None,
+        allowed_host: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--allowed-host",
+                help="A Host name the UI answers (repeatable; *.domain for subdomains, "
+                "* for any). Default: the names --host is reached by (loopback: "
+                "localhost, 127.0.0.1, ::1); any other Host is refused (DNS rebinding)",
+            ),
+        ] = None,
     ) -> None:
         """The web UI (basic auth when COGWORKER_WEB_AUTH is user:password)."""
         settings = build_settings(redis_url=redis_url, namespace=namespace)
@@ -35,6 +47,7 @@ def register(app: typer.Typer, *, build_settings: Callable[..., Any], fail: Fail
             import uvicorn
 
             from cogworker_async.web import basic_auth, create_app
+            from cogworker_async.web.security import allowed_host_set, hosts_for_bind
         except ImportError as exc:
             raise fail(
                 f"the web UI needs the web extra ({exc.name} is missing): "
@@ -46,8 +59,17 @@ def register(app: typer.Typer, *, build_settings: Callable[..., Any], fail: Fail
                 f"warning: serving on {host} without auth: set COGWORKER_WEB_AUTH=user:password",
                 err=True,
             )
+        hosts = allowed_host or list(hosts_for_bind(host))
+        try:
+            allowed_host_set(hosts)
+        except ValueError as exc:
+            raise fail(str(exc)) from None
+        if not allowed_host:
+            typer.echo(
+                f"answering Host {', '.join(hosts)} (--allowed-host NAME for another)", err=True
+            )
         uvicorn.run(
-            create_app(settings, auth=auth, read_only=read_only),
+            create_app(settings, auth=auth, read_only=read_only, allowed_hosts=hosts),
             host=host,
             port=port,
             root_path=root_path,

@@ -14,7 +14,6 @@ import logging
 import os
 import socket
 import sys
-import traceback
 from collections.abc import Awaitable, Callable
 from enum import StrEnum
 from types import ModuleType
@@ -24,6 +23,8 @@ import typer
 from redis.asyncio import Redis
 
 from cogworker_async import api
+from cogworker_async.cli.user_code import find_lifespan, find_periodic, import_job_modules
+from cogworker_async.cli.waiting import wait_for_redis
 from cogworker_async.errors import CogworkerError
 from cogworker_async.keys import Keys
 from cogworker_async.middleware import ServerMiddleware
@@ -78,85 +79,6 @@ def setup_logging(level: str, log_format: str = "text") -> None:
     )
 
 
-def import_job_modules(modules: list[str]) -> str | None:
-    """Import each job module; the one line for the first that fails, else None.
-
-    Whatever a module raises at import (a SyntaxError, a NameError, an
-    ImportError inside it) is the user's code failing, so it is reported as
-    one line naming the module, the error and where, not as a traceback.
-    """
-    for name in modules:
-        try:
-            importlib.import_module(name)
-        except Exception as exc:  # noqa: BLE001 - any error in user code at import
-            where = ""
-            if not isinstance(exc, SyntaxError):  # its str already says (file, line N)
-                frames = traceback.extract_tb(exc.__traceback__)
-                own = [f for f in frames if "importlib" not in f.filename]
-                if own and own[-1].filename != __file__:
-                    where = f" ({own[-1].filename}, line {own[-1].lineno})"
-            return f"cannot import job module {name!r}: {type(exc).__name__}: {exc}{where}"
-    return None
-
-
-# The module-level name a job module gives its lifespan when ``--lifespan`` is not
-# given. Not ``lifespan``: a FastAPI app's module has one of its own, for the app.
-MODULE_LIFESPAN = "worker_lifespan"
-
-
-def find_lifespan(spec: str | None, modules: list[str]) -> tuple[Any, str | None]:
-    """The lifespan to run (or None) and the one line for a mistake (else None).
-
-    ``spec`` (``--lifespan module:attr``) wins; without it, a job module's
-    ``worker_lifespan``, and two job modules defining one is a mistake.
-    Called once the job modules are imported.
-    """
-    if spec is not None:
-        module_name, _, attr = spec.partition(":")
-        if not module_name or not attr:
-            return None, f"--lifespan {spec!r}: expected module:attr"
-        try:
-            module = importlib.import_module(module_name)
-        except Exception as exc:  # noqa: BLE001 - any error in user code at import
-            return None, f"--lifespan {spec!r}: cannot import {module_name!r}: {exc}"
-        found: Any = module
-        for part in attr.split("."):
-            found = getattr(found, part, None)
-        if not callable(found):
-            return None, f"--lifespan {spec!r}: {module_name} has no callable {attr!r}"
-        return found, None
-    given = [
-        (name, getattr(sys.modules[name], MODULE_LIFESPAN))
-        for name in modules
-        if name in sys.modules and callable(getattr(sys.modules[name], MODULE_LIFESPAN, None))
-    ]
-    if len({id(fn) for _, fn in given}) > 1:
-        names = ", ".join(name for name, _ in given)
-        return None, f"{MODULE_LIFESPAN} is defined in {names}: choose one with --lifespan"
-    return (given[0][1] if given else None), None
-
-
-def find_periodic(specs: list[str]) -> tuple[list[Any], str | None]:
-    """The periodic entries named by ``--periodic module:attr`` (each a list of entries)."""
-    from cogworker_async.periodic.entries import Entry
-
-    entries: list[Any] = []
-    for spec in specs:
-        module_name, _, attr = spec.partition(":")
-        if not module_name or not attr:
-            return [], f"--periodic {spec!r}: expected module:attr"
-        try:
-            found: Any = importlib.import_module(module_name)
-        except Exception as exc:  # noqa: BLE001 - any error in user code at import
-            return [], f"--periodic {spec!r}: cannot import {module_name!r}: {exc}"
-        for part in attr.split("."):
-            found = getattr(found, part, None)
-        if not isinstance(found, list | tuple) or not all(isinstance(e, Entry) for e in found):
-            return [], f"--periodic {spec!r}: expected a list of every(...)/cron(...) entries"
-        entries.extend(found)
-    return entries, None
-
-
 def child_argv(argv: list[str]) -> list[str]:
     """This command line minus --processes/--embedded-redis (the children share one Redis)."""
     out: list[str] = []
@@ -197,8 +119,20 @@ def register(
         queue: Annotated[
             list[str] | None, typer.Option("-q", "--queue", help="QUEUE[:WEIGHT], repeatable")
         ] = None,
-        concurrency: Annotated[int | None, typer.Option("-c", "--concurrency")] = None,
-        processes: Annotated[int, typer.Option("--processes", min=1)] = 1,
+        concurrency: Annotated[
+            int | None,
+            typer.Option(
+                "-c", "--concurrency", help="Jobs run at once by each process (default 10)"
+            ),
+        ] = None,
+        processes: Annotated[
+            int,
+            typer.Option(
+                "--processes",
+                min=1,
+                help="Worker processes to fork under one supervisor (a dead child is replaced)",
+            ),
+        ] = 1,
         redis_url: RedisUrl = None,
         namespace: Namespace = None,
         timeout: Annotated[
@@ -206,10 +140,15 @@ def register(
         ] = None,
         strict: Annotated[bool, typer.Option("--strict", help="Strict queue order")] = False,
         embedded_redis: Annotated[
-            bool, typer.Option("--embedded-redis", help="Start a throwaway redis-server")
+            bool,
+            typer.Option(
+                "--embedded-redis",
+                help="Start a throwaway redis-server at --redis-url's port (default 6379)",
+            ),
         ] = False,
         log_level: Annotated[
-            LogLevel, typer.Option("--log-level", case_sensitive=False)
+            LogLevel,
+            typer.Option("--log-level", case_sensitive=False, help="The least severe level logged"),
         ] = LogLevel.INFO,
         log_format: Annotated[
             LogFormat, typer.Option("--log-format", help="text, or json: one object a line")
@@ -269,18 +208,6 @@ def register(
             optional("metrics", "--metrics-port")
         if otel:
             optional("otel", "--otel")
-        embedded = None
-        if embedded_redis:
-            from cogworker_async.embedded import EmbeddedRedis, EmbeddedRedisError
-
-            embedded = EmbeddedRedis()
-            try:
-                embedded.start()
-            except EmbeddedRedisError as exc:
-                raise fail(str(exc), 1) from None
-            redis_url = embedded.url
-            os.environ["COGWORKER_REDIS_URL"] = redis_url
-            typer.echo(f"embedded Redis at {redis_url}", err=True)
         settings = build_settings(
             redis_url=redis_url,
             namespace=namespace,
@@ -289,6 +216,20 @@ def register(
             shutdown_timeout=timeout,
             strict_order=strict or None,
         )
+        embedded = None
+        if embedded_redis:
+            from cogworker_async.cli.embedded_redis import EmbeddedRedisRefused, start_embedded
+
+            # At the address the settings name (default localhost:6379), so a client
+            # with the same settings finds it, and never another Redis.
+            try:
+                embedded, url = start_embedded(settings.redis_url)
+            except EmbeddedRedisRefused as exc:
+                raise fail(str(exc), exc.code) from None
+            os.environ["COGWORKER_REDIS_URL"] = url  # for --processes' children
+            settings = settings.model_copy(update={"redis_url": url})
+            typer.echo(f"COGWORKER_REDIS_URL={url}")  # stdout: ready to `export`
+            typer.echo(f"embedded Redis at {url}", err=True)
         try:
             if processes > 1:
                 from cogworker_async.swarm import run_swarm
@@ -349,9 +290,13 @@ def register(
             )
         except (CogworkerError, ValueError) as exc:
             raise fail(str(exc)) from None
+        instance.freeze_heap = True  # this process is the worker's own (worker/heap.py)
         # Redis answers (and takes the password) before anything is served:
-        # a mistake here is one line from ``run``, not a worker log.
-        run(settings, lambda redis, _keys: redis.ping())
+        # a mistake here is one line from ``run``, not a worker log. A Redis not
+        # up yet is waited for, as an embedded worker does; a signal meanwhile is exit 0.
+        where = settings.masked_redis_url
+        if not run(settings, lambda redis, _keys: wait_for_redis(redis, where, instance.log)):
+            return
         if otel and not optional("otel", "--otel").has_tracer_provider():
             # Checked after the job modules are imported: one of them may set it.
             instance.log.warning(

@@ -10,6 +10,7 @@ those that do knows the name.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from dataclasses import dataclass
@@ -66,6 +67,9 @@ class EnqueuedByName:
     served: bool  # a live process reading that queue says it knows the name
     # A unique job already held: nothing enqueued, ``jid`` is the holder's.
     duplicate: bool = False
+    # Whether the job keeps its result: True (its payload says so), False (a job
+    # declared here that keeps none), None (unknown here, or a duplicate).
+    keeps_result: bool | None = None
 
     def describe(self, name: str, what: str | None = None) -> str:
         """One line saying where the job (or ``what``) went, and that the name is unknown here."""
@@ -100,19 +104,26 @@ def _live_process(presence: object) -> _LiveProcess | None:
     )
 
 
-def _live_problems(processes: list[_LiveProcess], name: str, queue: str) -> tuple[list[str], bool]:
-    """What the live processes say about running ``name`` from ``queue``: (warnings, served)."""
+def _reader_problem(processes: list[_LiveProcess], queue: str | None) -> str | None:
+    """Why no live process would take a job from ``queue`` (None: any queue), or None."""
     if not processes:
-        return [
-            f"no live process is running: the job waits on queue {queue!r} until one reads it"
-        ], False
-    readers = [p for p in processes if queue in p.queues]
-    if not readers:
+        where = "its queue" if queue is None else f"queue {queue!r}"
+        return f"no live process is running: the job waits on {where} until one reads it"
+    if queue is not None and not any(queue in p.queues for p in processes):
         read = sorted(set().union(*(p.queues for p in processes)))
-        return [
+        return (
             f"no live process reads queue {queue!r} (they read: {', '.join(read) or 'nothing'}):"
             " the job waits there until one does"
-        ], False
+        )
+    return None
+
+
+def _live_problems(processes: list[_LiveProcess], name: str, queue: str) -> tuple[list[str], bool]:
+    """What the live processes say about running ``name`` from ``queue``: (warnings, served)."""
+    problem = _reader_problem(processes, queue)
+    if problem is not None:
+        return [problem], False
+    readers = [p for p in processes if queue in p.queues]
     if any(p.jobs is not None and name in p.jobs for p in readers):
         return [], True
     if any(p.jobs is None for p in readers):
@@ -134,6 +145,7 @@ class LiveCheck:
         # (name, queue) was last said something about.
         self._live: tuple[float, list[_LiveProcess]] | None = None
         self._told: dict[tuple[str, str], float] = {}
+        self._reading: asyncio.Task[list[_LiveProcess]] | None = None
 
     async def ask(self, name: str, queue: str) -> tuple[list[str], bool]:
         """What the live processes say about running ``name`` from ``queue`` (best effort)."""
@@ -144,11 +156,30 @@ class LiveCheck:
             return [], False
         return _live_problems(processes, name, queue)
 
+    async def reader_problem(self, queue: str | None) -> str | None:
+        """Why no live process would take a job from ``queue`` (None: the queue is not
+        known, so: is any process running?), or None; best effort (None if unknown)."""
+        try:
+            processes = await self._live_processes()
+        except Exception as exc:  # noqa: BLE001 - advice only: the caller goes on without it
+            log.debug("could not read the live processes to check queue %r: %s", queue, exc)
+            return None
+        return _reader_problem(processes, queue)
+
     async def _live_processes(self) -> list[_LiveProcess]:
-        """The live processes' presence info, read at most once a heartbeat interval."""
+        """The live processes' presence info, read at most once a heartbeat interval
+        (callers arriving while it is read share that one read)."""
         now = time.monotonic()
         if self._live is not None and now - self._live[0] < self._heartbeat_interval:
             return self._live[1]
+        if self._reading is None or self._reading.done():
+            self._reading = asyncio.get_running_loop().create_task(self._read_live(now))
+            # Its failure is each awaiting caller's; with none left, it is dropped here.
+            self._reading.add_done_callback(lambda t: t.cancelled() or t.exception())
+        # Shielded: one caller cancelled (its wait ended) leaves the read to the others.
+        return await asyncio.shield(self._reading)
+
+    async def _read_live(self, now: float) -> list[_LiveProcess]:
         identities = sorted(loose_text(i) for i in await self._redis.smembers(self._keys.processes))
         found: list[_LiveProcess] = []
         for start in range(0, len(identities), 500):

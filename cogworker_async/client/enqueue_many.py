@@ -9,22 +9,38 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
+
+from redis.asyncio import Redis
 
 from cogworker_async import payload
 from cogworker_async.jobs import BoundJob, JobArgs, JobFunction, JobOptions, payload_options
+from cogworker_async.keys import Keys
+from cogworker_async.middleware import ClientMiddleware
+from cogworker_async.settings import Settings
 from cogworker_async.store import locks
 from cogworker_async.store.connection import is_cluster
 from cogworker_async.store.scripts import EncodableArg, script
-from cogworker_async.unique.lock import unique_field
-
-if TYPE_CHECKING:
-    from cogworker_async.client import Client
+from cogworker_async.unique.lock import check_lock_key, unique_field
 
 # enqueue_many sends this many jobs per pipeline: its memory is one chunk's,
 # whatever the count, and a pipeline this size still runs at full speed.
 MANY_CHUNK = 10_000
 SCRIPT_ARGS = 1000  # payloads per script call (a bounded argument list)
+
+
+class BuildsJobs(Protocol):
+    """What a batch needs of its client (``Client``): its connection, and its one
+    way of building a job's payload (checks, options, middleware)."""
+
+    settings: Settings
+    keys: Keys
+    redis: Redis
+    middleware: list[ClientMiddleware]
+
+    async def _build(
+        self, target: Any, args: Sequence[Any], kwargs: Mapping[str, Any], now: float
+    ) -> tuple[dict[str, Any] | None, float | None]: ...
 
 
 class EnqueuedMany(list[str]):
@@ -50,6 +66,7 @@ class ManyBatch:
         "due",
         "extra",
         "fresh_jids",
+        "function",
         "jids",
         "name",
         "now",
@@ -64,7 +81,7 @@ class ManyBatch:
 
     def __init__(
         self,
-        client: Client,
+        client: BuildsJobs,
         target: JobFunction[Any, Any] | BoundJob[Any, Any] | str,
         *,
         name: str,
@@ -79,6 +96,12 @@ class ManyBatch:
         # Without middleware every job has the same name, options and due
         # time: resolved once, and each job costs a dict and one encode.
         self.name, self.options = name, options
+        # Each item's arguments are bound to its handler's signature (cached).
+        self.function: JobFunction[Any, Any] | None = (
+            None
+            if isinstance(target, str)
+            else (target.function if isinstance(target, BoundJob) else target)
+        )
         self.extra = payload_options(self.options, client.settings)
         self.due = due
         self.fresh_jids = payload.jid_source()
@@ -105,11 +128,13 @@ class ManyBatch:
             args, kwargs = (), item
         else:
             args, kwargs = item, {}
-        if self.client.middleware:
+        if self.client.middleware:  # _build checks the arguments against the handler
             job, due = await self.client._build(self.target, args, kwargs, self.now)
             if job is None:
                 return
         else:
+            if self.function is not None:
+                self.function.check_call(args, kwargs)
             job = payload.build(
                 self.name,
                 args,
@@ -136,6 +161,8 @@ class ManyBatch:
         one = payload.encode_job(job)
         lock = job.get("unique")
         if lock is not None:
+            if self.client.middleware:
+                check_lock_key(self.client.keys, lock)  # a middleware may have changed it
             unique = locks.UniqueJob(lock["key"], str(job["jid"]), float(lock["for"]), one, due)
             self.unique[job["queue"]].append((position, unique))
         elif due is not None:

@@ -181,6 +181,7 @@ class Metrics:
         return server
 
     def close(self) -> None:
+        """Stop watching the loggers given to ``watch`` and close the Redis connection."""
         for logger in self._watched:
             logger.removeHandler(self._watcher)
         self._watched.clear()

@@ -21,14 +21,27 @@ so ``cogworker_async.periodic.entries`` still resolves.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ParamSpec, TypeVar
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar, Unpack
 
-from cogworker_async.jobs import JobFunction, RetryIn, RetryOption, job
-from cogworker_async.periodic.entries import Entry, Misfire, cron, every
+from cogworker_async.job_options import RUN_OPTIONS, RunOptionArgs, known_only
+from cogworker_async.jobs import JobFunction, RetryIn, job
+from cogworker_async.periodic.declared import blame_the_declaration
+from cogworker_async.periodic.entries import (
+    ENTRY_OPTIONS,
+    Entry,
+    EntryOptionArgs,
+    cron,
+    every,
+)
 
 P = ParamSpec("P")
 R = TypeVar("R")
+
+
+class PeriodicOptionArgs(EntryOptionArgs, RunOptionArgs, total=False):
+    """``@periodic``'s options: the entry's (``EntryOptionArgs``: ``name`` is the
+    entry's) and the job's (``RunOptionArgs``), each declared once there."""
 
 
 class Periodic:
@@ -40,52 +53,30 @@ class Periodic:
     cron = staticmethod(cron)
     every = staticmethod(every)
 
+    @blame_the_declaration
     def __call__(
         self,
         schedule: str | float,
         *,
         tz: str = "UTC",
-        name: str | None = None,
-        args: Sequence[Any] = (),
-        kwargs: Mapping[str, Any] | None = None,
-        misfire: Misfire = "skip",
-        grace: float | None = None,
-        overlap: bool = True,
-        queued_ttl: float = 3600.0,
-        active_ttl: float = 3600.0,
         job_name: str | None = None,
-        queue: str = "default",
-        retry: RetryOption | None = None,
-        timeout: float | None = None,
         retry_in: RetryIn | None = None,
-        keep_result: float | None = None,
-        status: bool | None = None,
+        **options: Unpack[PeriodicOptionArgs],
     ) -> Callable[[Callable[P, R] | JobFunction[P, R]], JobFunction[P, R]]:
-        """Make the function a job (as ``@job`` with ``job_name``, ``queue``, ``retry``,
-        ``timeout``, ``retry_in``, ``keep_result``, ``status``) and declare its
-        periodic entry: ``schedule`` is a cron expression (five fields, or six
-        with a leading seconds field: ``"*/2 * * * * *"``) read in zone ``tz``,
-        or a number of seconds (``every``). ``name`` names the entry (default:
-        the job's name); the rest are ``cron``'s. Stacked on a ``@job``
-        function, that job is used as it is (the job options here must then be
-        left out). Checked here, at import: a bad expression or zone raises."""
+        """Make the function a job (as ``@job`` with ``job_name``, ``retry_in`` and the
+        job options, ``RunOptionArgs``: ``queue``, ``retry``, ``timeout``,
+        ``keep_result``, ``status``, ``backtrace``) and declare its periodic
+        entry: ``schedule`` is a cron expression (five fields, or six with a
+        leading seconds field: ``"*/2 * * * * *"``) read in zone ``tz``, or a
+        number of seconds (``every``). ``name`` names the entry (default: the
+        job's name); the rest are ``cron``'s (``EntryOptionArgs``). Stacked on
+        a ``@job`` function, that job is used as it is (the job options here
+        must then be left out). Checked here, at import: a bad expression or
+        zone raises."""
+        known_only(options, ENTRY_OPTIONS | RUN_OPTIONS, "@periodic")
+        entry_options: dict[str, Any] = {k: v for k, v in options.items() if k in ENTRY_OPTIONS}
         job_options: dict[str, Any] = {
-            "name": job_name,
-            "retry": retry,
-            "timeout": timeout,
-            "retry_in": retry_in,
-            "keep_result": keep_result,
-            "status": status,
-        }
-        entry_options: dict[str, Any] = {
-            "name": name,
-            "args": args,
-            "kwargs": kwargs,
-            "misfire": misfire,
-            "grace": grace,
-            "overlap": overlap,
-            "queued_ttl": queued_ttl,
-            "active_ttl": active_ttl,
+            k: v for k, v in options.items() if k in RUN_OPTIONS and v is not None
         }
         if isinstance(schedule, bool) or not isinstance(schedule, str | int | float):
             raise TypeError(f"@periodic takes a cron expression or seconds, got {schedule!r}")
@@ -97,18 +88,20 @@ class Periodic:
                 return cron(schedule, function, tz=tz, **entry_options)
             return every(schedule, function, **entry_options)
 
+        @blame_the_declaration
         def declare(target: Callable[P, R] | JobFunction[P, R]) -> JobFunction[P, R]:
             if isinstance(target, JobFunction):
-                given = [k for k, v in job_options.items() if v is not None]
-                if given or queue != "default":
+                # queue="default" was the parameter's default: not a choice made here.
+                given = [k for k, v in job_options.items() if (k, v) != ("queue", "default")]
+                if job_name is not None or retry_in is not None:
+                    given = ["job_name" if job_name is not None else "retry_in", *given]
+                if given:
                     raise TypeError(
-                        f"@periodic on the @job {target.name!r}: set {given or ['queue']} "
-                        "in @job, not here"
+                        f"@periodic on the @job {target.name!r}: set {given} in @job, not here"
                     )
                 function = target
             else:
-                options = {k: v for k, v in job_options.items() if v is not None}
-                function = job(queue=queue, **options)(target)
+                function = job(name=job_name, retry_in=retry_in, **job_options)(target)
             function.schedules = (*function.schedules, make(function))
             return function
 

@@ -1,71 +1,65 @@
 """The periodic ticker: a duty every worker runs, no leader.
 
-Each process keeps, per entry, the next slot it has not looked at yet. A tick
-reads Redis's clock (one clock for every process, whatever their own drift),
-claims each slot that has come (``periodic_claim.lua``: SET NX of the slot's
-claim key plus the push, one step; the claims of every entry due in one tick
-go in one pipeline) and sleeps until the next slot of any entry. Whoever
-claims first pushes the job; the others' claims return 0.
+Each process keeps, per entry, the last time it looked. A tick reads Redis's
+clock (one clock for every process, whatever their own drift) and claims each
+slot that came since (``periodic_claim.lua``: the slot's claim key plus the
+push, one step; a tick's claims go in pipelines of ``CLAIM_BATCH``), then
+sleeps until the next slot of any entry. Whoever claims first pushes the job;
+the others' claims find the key.
 
-A process only claims slots that came while it ran (its first slot is the
-first one after its start): a slot missed while no worker ran is not run,
-except for a ``run_once`` entry, whose latest missed slot is claimed once at
-start when it is newer than the persisted last slot (and within ``grace``).
+A slot is claimed only while it is on time (``timing.on_time_window``: half
+the interval, 2 to 60 s). A slot later than that was missed (Redis away, the
+loop stalled, no process running): ``misfire="skip"`` never runs it;
+``"run_once"`` runs the latest missed slot once (within ``grace``) when no
+on-time slot of the same tick runs, and only if the entry's last slot is older
+(``catch_up``), which is what stops two processes, or a late one, running a
+missed slot twice. A process's first tick looks back to its start only, except
+for that ``run_once`` catch-up.
+
+An entry paused at run time (``periodic pause NAME``: its name in
+``<ns>:periodic:paused``, read once a tick: ticks come at slots, not per job)
+has its due slots passed over as if claimed elsewhere: they are skipped, not
+kept for later, by every process, until it is resumed.
+
+A tick never holds the event loop for long: it yields every ``SLICE`` seconds
+of work and sends its claims in batches, so 2,000 due entries don't stall the
+processors and the heartbeat's callbacks.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
+import time
 from collections.abc import Sequence
-from typing import Any
 
+import anyio.lowlevel
 import orjson
 from redis.asyncio import Redis
 
-from cogworker_async import payload
 from cogworker_async.keys import Keys
+from cogworker_async.periodic.claims import Claimer, slot_id, slot_jid, slot_payload
 from cogworker_async.periodic.entries import Entry
-from cogworker_async.periodic.timing import catch_up_slot, next_slot, slots_between
-from cogworker_async.store.replies import text
-from cogworker_async.store.scripts import EncodableArg, script
+from cogworker_async.periodic.readers import UnreadQueueWarnings
+from cogworker_async.periodic.timing import (
+    catch_up_slot,
+    due_slots,
+    next_slot,
+    on_time_window,
+    typical_interval,
+)
+from cogworker_async.store.periodic import paused_entries
 
-# The claim key outlives its slot by this many periods (at least a day): long
-# enough that no late tick of a slow process can claim the slot again.
-CLAIM_PERIODS = 10
-CLAIM_MIN_TTL = 86400.0
-# Slots that came during one tick's lag (a stalled loop) are claimed too, but
-# never more than this many per entry at once.
-CATCH_UP_LIMIT = 4
 # The longest sleep between ticks (a process started with no entry due for
 # weeks still looks now and then, and a clock step is noticed).
 MAX_SLEEP = 60.0
 # Ticks land just after the slot, so the slot is <= Redis's now.
 WAKE_AFTER = 0.002
-
-
-def slot_id(slot: float) -> str:
-    """A slot as written in keys: whole seconds without a fraction."""
-    return format(slot, ".3f").rstrip("0").rstrip(".")
-
-
-def slot_jid(entry: Entry, slot: float) -> str:
-    """Deterministic: the same for every process claiming this slot (24 hex)."""
-    raw = f"{entry.name}:{entry.digest}:{slot_id(slot)}".encode()
-    return hashlib.sha1(raw, usedforsecurity=False).hexdigest()[:24]
-
-
-def slot_payload(entry: Entry, slot: float, now: float, jid: str | None = None) -> bytes:
-    job = payload.build(
-        entry.job,
-        entry.args,
-        entry.kwargs,
-        entry.queue,
-        now=now,
-        jid=jid or slot_jid(entry, slot),
-        extra=entry.payload_fields(slot),
-    )
-    return payload.encode_job(job)
+# After a failed pass (not an outage: run_duty retries those itself) the next
+# comes after this, doubling up to MAX_SLEEP: a failing start never spins.
+RETRY_AFTER_FAILURE = 1.0
+# Seconds of work between two yields to the event loop; claims per pipeline.
+SLICE = 0.01
+CLAIM_BATCH = 200
 
 
 async def redis_now(redis: Redis) -> float:
@@ -90,7 +84,22 @@ async def publish(redis: Redis, keys: Keys, entries: Sequence[Entry], now: float
             )
             for e in entries
         }
-        await redis.hset(keys.periodic("entries"), mapping=mapping)  # type: ignore[arg-type]
+        await redis.hset(keys.periodic_entries, mapping=mapping)  # type: ignore[arg-type]
+
+
+class _Slices:
+    """Yields to the event loop once ``SLICE`` seconds of work have passed."""
+
+    def __init__(self) -> None:
+        self._since = time.perf_counter()
+
+    async def checkpoint(self) -> None:
+        if time.perf_counter() - self._since >= SLICE:
+            await anyio.lowlevel.checkpoint()
+            self._since = time.perf_counter()
+
+    def reset(self) -> None:
+        self._since = time.perf_counter()
 
 
 class Ticker:
@@ -106,113 +115,161 @@ class Ticker:
         self.keys = keys
         self.entries = list(entries)
         self.log = logger
-        self._seen: dict[str, float] = {}  # entry name -> last slot looked at
+        self._claimer = Claimer(redis, keys, logger)
+        self._readers = UnreadQueueWarnings(self.entries, logger)
+        self._seen: dict[str, float] = {}  # entry name -> when it was last looked at
         self._next: dict[str, float] = {}  # entry name -> its first slot after _seen
+        self._interval: dict[str, float] = {}  # entry name -> its (typical) interval
         self._now = 0.0
         self._wake = 0.0
         self._started = False
-        self.claimed = 0
+        self._failures = 0
+        self._names = set(names)
+        self._paused: set[str] = set()  # names paused as of the last tick (for the log)
+
+    @property
+    def claimed(self) -> int:
+        """Slots this process pushed so far."""
+        return self._claimer.pushed
+
+    async def tick(self) -> int:
+        """Claim every slot come since the last tick; returns how many this process pushed."""
+        try:
+            if not self._started:
+                await self.start()
+                pushed = 0
+            else:
+                pushed = await self._tick()
+        except Exception:
+            self._failures += 1
+            raise
+        self._failures = 0
+        return pushed
 
     async def start(self) -> None:
         """Publish the definitions; a ``run_once`` entry claims its latest missed slot."""
         now = await redis_now(self.redis)
+        paused = await self._read_paused()
         await publish(self.redis, self.keys, self.entries, now)
-        lasts = await self.redis.hmget(self.keys.periodic("last"), [e.name for e in self.entries])
-        for entry, raw in zip(self.entries, lasts, strict=True):
+        lasts = await self._claimer.read_lasts([e.name for e in self.entries])
+        slices = _Slices()
+        catch_up: list[tuple[Entry, float, bool]] = []
+        for entry in self.entries:
+            await slices.checkpoint()
+            self._interval[entry.name] = typical_interval(entry, now)
             self._seen[entry.name] = now
-            last = None if raw is None else float(text(raw))
-            slot = catch_up_slot(entry, now, last)
-            if slot is not None:
+            self._next[entry.name] = next_slot(entry, now)
+            slot = catch_up_slot(entry, now, lasts.get(entry.name))
+            if slot is not None and entry.name not in paused:
                 self.log.info(
                     "Periodic entry %s: running missed slot %.0f once (misfire=run_once)",
                     entry.name,
                     slot,
                 )
-                await self._claim([(entry, slot)], now)
-        self._next = {e.name: next_slot(e, now) for e in self.entries}
+                catch_up.append((entry, slot, True))
+        await self._send(catch_up, now)
+        await self._readers.check(self.redis, self.keys, now)
         self._now = now
         self._wake = min(self._next.values(), default=now + MAX_SLEEP)
         self._started = True
 
-    async def tick(self) -> int:
-        """Claim every slot come since the last tick; returns how many this process pushed."""
-        if not self._started:
-            await self.start()
-            return 0
+    async def _tick(self) -> int:
         now = await redis_now(self.redis)
-        claims: list[tuple[Entry, float]] = []
-        seen: dict[str, float] = {}
+        paused = await self._read_paused()
+        await self._readers.check(self.redis, self.keys, now)
+        slices = _Slices()
+        batch: list[tuple[Entry, float, bool]] = []
+        # Entries whose slots are in ``batch`` (or none due), with their next slot.
+        looked: list[tuple[Entry, float]] = []
+        missed: list[str] = []
+        pushed = 0
         wake = now + MAX_SLEEP
-        upcoming = self._next
         for entry in self.entries:
-            name = entry.name
+            upcoming = self._next[entry.name]
             # Cached: a cron entry's next slot costs a cronsim walk (~40 µs), and
             # most ticks of a many-entry process find most entries not due.
-            if now < upcoming[name]:
-                wake = min(wake, upcoming[name])
+            if now < upcoming:
+                wake = min(wake, upcoming)
                 continue
-            due = slots_between(entry, self._seen[name], now, CATCH_UP_LIMIT)
-            claims.extend((entry, slot) for slot in due)
-            seen[name] = due[-1] if due else self._seen[name]
-            wake = min(wake, next_slot(entry, seen[name]))
-        # Every due slot in one round trip (each claim is still its own atomic
-        # step). Only once it is answered do the slots count as seen: after a
-        # failed pipeline (an outage) the next tick claims them again.
-        pushed = await self._claim(claims, now)
-        for entry in self.entries:
-            if entry.name in seen:
-                self._seen[entry.name] = seen[entry.name]
-                upcoming[entry.name] = next_slot(entry, seen[entry.name])
+            await slices.checkpoint()
+            # Paused: its due slots count as looked at (skipped, never run later).
+            picked = [] if entry.name in paused else self._pick(entry, now, missed)
+            batch.extend((entry, slot, catch_up) for slot, catch_up in picked)
+            following = next_slot(entry, now)
+            looked.append((entry, following))
+            wake = min(wake, following)
+            if len(batch) >= CLAIM_BATCH:
+                pushed += await self._commit(batch, looked, now)
+                batch, looked = [], []
+                slices.reset()
+        pushed += await self._commit(batch, looked, now)
+        if missed:
+            self.log.warning(
+                "Periodic: %d entr%s missed slots (Redis away, or no process ticked them on "
+                "time) and skip them (misfire=skip): %s",
+                len(missed),
+                "y" if len(missed) == 1 else "ies",
+                ", ".join(missed[:10]) + (", ..." if len(missed) > 10 else ""),
+            )
         self._now, self._wake = now, wake
         return pushed
 
+    async def _read_paused(self) -> set[str]:
+        """The paused entries' names; each of this process's entries is logged once when
+        it is paused and once when resumed. (A wrong-typed set raises WRONGTYPE, which
+        wakes the key guard: guessing "none paused" would run what an operator paused.)"""
+        paused = await paused_entries(self.redis, self.keys)
+        mine = self._names
+        for name in sorted((paused - self._paused) & mine):
+            self.log.info("Periodic entry %s is paused: its slots are skipped until resumed", name)
+        for name in sorted((self._paused - paused) & mine):
+            self.log.info("Periodic entry %s is resumed: its next slots run", name)
+        self._paused = paused
+        return paused
+
+    def _pick(self, entry: Entry, now: float, missed: list[str]) -> list[tuple[float, bool]]:
+        """The slots of ``entry`` this tick claims: (slot, as a catch-up)."""
+        due = due_slots(entry, self._seen[entry.name], now, self._window(entry))
+        picked = [(slot, False) for slot in due.on_time]
+        if due.last_missed is None:
+            return picked
+        if entry.misfire == "skip":
+            missed.append(entry.name)
+        elif not picked and (entry.grace is None or now - due.last_missed <= entry.grace):
+            picked.append((due.last_missed, True))
+        return picked
+
+    async def _commit(
+        self,
+        batch: list[tuple[Entry, float, bool]],
+        looked: list[tuple[Entry, float]],
+        now: float,
+    ) -> int:
+        """Send ``batch``; only once it is answered do these entries count as looked at
+        (after an outage the next tick claims their slots again: a claim is idempotent)."""
+        pushed = await self._send(batch, now)
+        for entry, following in looked:
+            self._seen[entry.name] = now
+            self._next[entry.name] = following
+        return pushed
+
+    async def _send(self, batch: list[tuple[Entry, float, bool]], now: float) -> int:
+        if not batch:
+            return 0
+        wanted = [(e, slot, catch_up, self._interval[e.name]) for e, slot, catch_up in batch]
+        return await self._claimer.claim(wanted, now)
+
+    def _window(self, entry: Entry) -> float:
+        return on_time_window(self._interval[entry.name])
+
     def interval(self) -> float:
-        """Seconds until the next slot of any entry, on Redis's clock as last read."""
+        """Seconds until the next slot of any entry, on Redis's clock as last read; after a
+        failed pass, a retry delay that doubles (a failing start never spins)."""
+        if self._failures:
+            return min(MAX_SLEEP, RETRY_AFTER_FAILURE * 2.0 ** (self._failures - 1))
+        if not self._started:
+            return WAKE_AFTER
         return max(0.0, min(MAX_SLEEP, self._wake - self._now)) + WAKE_AFTER
 
-    async def _claim(self, claims: list[tuple[Entry, float]], now: float) -> int:
-        """Claim these (entry, slot) pairs in one pipeline; returns how many this process pushed."""
-        if not claims:
-            return 0
-        keys = self.keys
-        calls: list[tuple[Sequence[str], Sequence[EncodableArg]]] = []
-        for entry, slot in claims:
-            ttl = max(CLAIM_MIN_TTL, CLAIM_PERIODS * entry.period)
-            jid = slot_jid(entry, slot)
-            calls.append(
-                (
-                    [
-                        keys.periodic(f"claim:{entry.name}:{entry.digest}:{slot_id(slot)}"),
-                        keys.periodic("last"),
-                        keys.queue(entry.queue),
-                        keys.queues,
-                        keys.wakeup(entry.queue),
-                        keys.periodic_running(entry.name),
-                    ],
-                    [
-                        int(ttl * 1000),
-                        entry.name,
-                        slot_id(slot),
-                        entry.queue,
-                        slot_payload(entry, slot, now, jid),
-                        "" if entry.overlap else max(1, int(entry.queued_ttl * 1000)),
-                        jid,
-                    ],
-                )
-            )
-        replies: list[Any] = await script("periodic_claim").run_many(self.redis, calls)
-        pushed = 0
-        for (entry, slot), claimed in zip(claims, replies, strict=True):
-            if isinstance(claimed, int):
-                pushed += claimed
-                continue
-            # This process decided the slot, so the skip is logged once, here.
-            self.log.warning(
-                "Periodic entry %s: slot %s skipped: the previous run (jid=%s) is still "
-                "queued or running (overlap=False)",
-                entry.name,
-                slot_id(slot),
-                text(claimed),
-            )
-        self.claimed += pushed
-        return pushed
+
+__all__ = ["Ticker", "publish", "redis_now", "slot_id", "slot_jid", "slot_payload"]

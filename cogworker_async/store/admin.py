@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
+from cogworker_async import holds
 from cogworker_async.keys import Keys
 from cogworker_async.store.scripts import EncodableArg, script
 
@@ -15,11 +16,17 @@ async def enqueue_entry(
 
     False when the entry was already gone (someone else moved or deleted it).
     A queue key of the wrong type raises ``redis.ResponseError`` (WRONGTYPE)
-    with nothing written. The job takes its lock again (unique, or an
-    overlap=False periodic entry's running lock) when free or its own.
+    with nothing written. What the job holds (its unique lock, an
+    overlap=False periodic entry's running lock, ...) is settled as an
+    operator's retry: taken again when free or its own.
     """
     script_keys = [source, keys.queue(queue), keys.queues, keys.wakeup(queue)]
-    args: list[EncodableArg] = [entry, payload, queue, keys.periodic_running_prefix]
+    args: list[EncodableArg] = [
+        entry,
+        payload,
+        queue,
+        holds.kinds_table(keys),  # a payload's hold keys are written only under their prefix
+    ]
     return bool(await script("enqueue_entry").run(redis, script_keys, args))
 
 
@@ -38,9 +45,10 @@ async def kill_entry(
 
     The dead set is then trimmed to ``dead_max_jobs`` entries younger than
     ``dead_timeout``, as a failure filed there is. False when the entry was
-    already gone (someone else moved or deleted it). The job's lock (unique, or
-    an overlap=False periodic entry's running lock) is released in the same
-    step, owner-checked.
+    already gone (someone else moved or deleted it). What the job holds (its
+    unique lock, an overlap=False periodic entry's running lock, ...) is
+    released in the same step, owner-checked; a tracked job's status says dead and its result
+    waiters get ``JobFailed`` (``JobKilled``, unless the dead entry names an error).
     """
     args: list[EncodableArg] = [
         entry,
@@ -48,6 +56,7 @@ async def kill_entry(
         now,
         dead_max_jobs,
         now - dead_timeout,
-        keys.periodic_running_prefix,
+        holds.kinds_table(keys),  # what it holds goes, each key only under its prefix
+        keys.tracking_prefix,  # a tracked job's status and result waiters hear of it
     ]
     return bool(await script("kill_entry").run(redis, [source, keys.dead], args))

@@ -30,7 +30,7 @@ from redis.retry import Retry as SyncRetry
 
 from cogworker_async.settings import Settings
 from cogworker_async.store.faults import reply_text
-from cogworker_async.store.topology import Topology, is_multi_node, parse_topology
+from cogworker_async.topology import Topology, is_multi_node, parse_topology
 
 DEFAULT_POOL_SIZE = 64
 # A cluster node's pool raises MaxConnectionsError at once when full (redis-py
@@ -69,8 +69,13 @@ def _with_hiredis_packing(pool: BlockingConnectionPool) -> None:
     pool.connection_class = type(f"Hiredis{base.__name__}", (HiredisPacking, base), {})
 
 
-def connect(settings: Settings, *, max_connections: int | None = None) -> Redis:
+def connect(
+    settings: Settings, *, max_connections: int | None = None, client_name: str | None = None
+) -> Redis:
     """An asyncio client with bounded socket timeouts (a dead link can't hang a duty).
+
+    ``client_name``: each connection names itself so (``CLIENT SETNAME`` as it
+    connects; one server only), for ``unblock_named``.
 
     The pool blocks when full instead of raising, so thousands of concurrent
     ``enqueue`` calls queue up for a connection rather than fail. On a cluster
@@ -88,9 +93,29 @@ def connect(settings: Settings, *, max_connections: int | None = None) -> Redis:
         # No silent retries: a script call retried after its reply was lost
         # would run twice. Every caller decides itself what a failure means.
         retry=Retry(NoBackoff(), 0),
+        client_name=client_name,
     )
     _with_hiredis_packing(pool)
     return Redis.from_pool(pool)  # the client owns the pool and closes it
+
+
+async def unblock_named(redis: Redis, name: str) -> int:
+    """End, as if timed out, every blocking command the connections named ``name``
+    have waiting on the server (``CLIENT UNBLOCK``): how many there were.
+
+    Once it returns, none of them can take a job any more, whatever their own
+    client does with its socket. Best effort: 0 when the server refuses the
+    commands (or the connections are not named: a cluster's, a sentinel's).
+    """
+    try:
+        clients = await redis.client_list(_type="normal")
+        ended = 0
+        for client in clients:
+            if client.get("name") == name and "b" in client.get("flags", ""):
+                ended += bool(await redis.client_unblock(int(client["id"])))
+    except Exception:  # noqa: BLE001 - the caller waits for the wait's own timeout then
+        return 0
+    return ended
 
 
 def _demoted(exc: ResponseError) -> bool:

@@ -4,6 +4,8 @@ delete of an orphaned lock."""
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -11,21 +13,42 @@ from typing import Any
 from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
-from cogworker_async.store.replies import text
+from cogworker_async.store.guard import QUARANTINE_TTL
+from cogworker_async.store.replies import loose_text
 from cogworker_async.store.scripts import EncodableArg, script
+
+log = logging.getLogger("cogworker_async.unique")
 
 
 async def release_lock(redis: Redis, key: str, token: str) -> bool:
     return bool(await script("release_lock").run(redis, [key], [token]))
 
 
-async def release_locks(redis: Redis, locks: Sequence[tuple[str, str]]) -> int:
-    """Release unique locks (key, jid), each owner-checked, in one call; how many went."""
+async def release_locks(
+    redis: Redis, locks: Sequence[tuple[str, str]], prefixes: Sequence[str]
+) -> int:
+    """Release holds (key, jid), each owner-checked and only under one of
+    ``prefixes`` (the declared kinds' prefixes), in one call; how many went."""
     return int(
         await script("release_locks").run(
-            redis, [key for key, _ in locks], [jid for _, jid in locks]
+            redis, [key for key, _ in locks], [*(jid for _, jid in locks), *prefixes]
         )
     )
+
+
+async def renew_unique(
+    redis: Redis, renewals: Sequence[tuple[str, str, float]]
+) -> list[str | None]:
+    """Runs start: renew each (lock, jid, ttl s) for ``ttl`` from now, owner-checked
+    (or take it, when free), in one call.
+
+    Returns, per lock, the holder afterwards (``jid`` when renewed; another
+    copy's jid is left alone), or None when the key is not a string."""
+    args: list[EncodableArg] = []
+    for _, jid, ttl in renewals:
+        args.extend((jid, lock_ttl_ms(ttl)))
+    reply = await script("renew_unique").run(redis, [key for key, _, _ in renewals], args)
+    return [None if holder is None else loose_text(holder) for holder in reply]
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,13 +61,21 @@ class UniqueEnqueue:
 
 @dataclass(frozen=True, slots=True)
 class UniqueJob:
-    """One unique job to enqueue: its lock, jid (the lock's value), TTL (s), payload, due."""
+    """One unique job to enqueue: its lock, jid (the lock's value), TTL (s), payload, due.
+
+    The lock's TTL counts from when the job is due: a delayed job's lock lasts
+    its delay plus ``ttl``, so no duplicate gets in before the first even ran."""
 
     lock: str
     jid: str
     ttl: float
     job: bytes
     due: float | None = None
+
+
+def lock_ttl_ms(seconds: float) -> int:
+    """A lock TTL as ``PX`` takes it: whole milliseconds, at least 1."""
+    return max(1, int(seconds * 1000))
 
 
 def enqueue_unique_args(
@@ -59,16 +90,29 @@ def enqueue_unique_args(
         keys.schedule_wakeup,
         *(one.lock for one in jobs),
     ]
-    args: list[EncodableArg] = [queue]
+    args: list[EncodableArg] = [queue, keys.quarantine(""), QUARANTINE_TTL]
+    now = time.time()
     for one in jobs:
+        wait = 0.0 if one.due is None else max(0.0, one.due - now)
         args.extend(
-            (one.jid, max(1, int(one.ttl * 1000)), one.job, "" if one.due is None else one.due)
+            (one.jid, lock_ttl_ms(one.ttl + wait), one.job, "" if one.due is None else one.due)
         )
     return script_keys, args
 
 
 def unique_enqueue_replies(jobs: Sequence[UniqueJob], reply: Sequence[Any]) -> list[UniqueEnqueue]:
-    holders = [text(holder) for holder in reply]
+    """The script's reply, per job; a wrong-typed lock key it moved to quarantine
+    (before taking the lock) is logged, naming the key and where it went."""
+    holders = [loose_text(holder) for holder in reply[: len(jobs)]]
+    moved = reply[len(jobs) :]
+    for at in range(0, len(moved) - 1, 2):
+        log.error(
+            "unique lock %s was not a string (not a lock): moved to %s (kept %d days "
+            "for a human to look at); the job took a fresh lock",
+            loose_text(moved[at]),
+            loose_text(moved[at + 1]),
+            QUARANTINE_TTL // 86400,
+        )
     return [
         UniqueEnqueue(holder == one.jid, holder) for one, holder in zip(jobs, holders, strict=True)
     ]
@@ -90,35 +134,35 @@ async def drop_jobs(
     entries: Sequence[bytes] = (),
     pop: int = 0,
     kind: str = "zset",
-    lock_prefix: str = "",
+    kinds: bytes | str = "",
+    tracking_prefix: str = "",
 ) -> int:
-    """Remove jobs an operator deletes and release their locks in the same step.
+    """Remove jobs an operator deletes and release what they hold in the same step.
 
     ``entries``: these exact sorted-set entries; else ``pop`` of them (a sorted
-    set's lowest scores, or a list's oldest: ``kind="list"``). Unique locks are
-    found from the payloads; periodic running locks too, given their
-    ``lock_prefix`` (``keys.periodic_running_prefix``).
+    set's lowest scores, or a list's oldest: ``kind="list"``). ``kinds``: the
+    kinds of hold (``holds.kinds_table(keys)``; "" minds none): what each
+    removed job's payload says it holds (a unique lock, a periodic running
+    lock, ...) is settled as an operator's delete (released), owner-checked,
+    each key only under its kind's prefix. With ``tracking_prefix``
+    (``keys.tracking_prefix``; not for the dead set, whose jobs have ended) a
+    tracked job's status says failed and its result waiters get ``JobFailed``
+    (``JobDeleted``), in the same step.
     """
+    head: list[EncodableArg] = [kinds, tracking_prefix, time.time()]
     if entries:
-        args: list[EncodableArg] = ["zrem", lock_prefix, *entries]
+        args: list[EncodableArg] = ["zrem", *head, *entries]
     else:
-        args = ["rpop" if kind == "list" else "zpop", lock_prefix, pop]
+        args = ["rpop" if kind == "list" else "zpop", *head, pop]
     return int(await script("drop_jobs").run(redis, [key], args))
 
 
-async def delete_orphan_lock(redis: Redis, keys: Keys, *, lock: str, holder: str) -> bool:
-    """Delete ``lock`` if ``holder`` still holds it and its job is nowhere (one step)."""
-    args: list[EncodableArg] = [
-        holder,
-        keys.queues,
-        keys.queue_prefix,
-        keys.in_progress_identities,
-        keys.in_progress_prefix,
-        keys.processes,
-        keys.workers(""),
-        keys.schedule,
-        keys.retry,
-        keys.unsettled,
-        keys.repeat_orphans,
-    ]
-    return bool(await script("delete_orphan_lock").run(redis, [lock], args))
+async def delete_orphan_locks(redis: Redis, found: Sequence[tuple[str, bytes]]) -> list[bool]:
+    """Delete each lock (key, holder) still held by the holder seen; per lock, deleted?
+    The caller sends a bounded chunk per call."""
+    if not found:
+        return []
+    reply = await script("delete_orphan_locks").run(
+        redis, [key for key, _ in found], [holder for _, holder in found]
+    )
+    return [bool(int(one)) for one in reply]

@@ -11,15 +11,14 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 
+from cogworker_async import holds
 from cogworker_async.keys import Keys
 from cogworker_async.store.commands import DAY_STAT_TTL, today
+from cogworker_async.store.faults import is_wrong_type
 from cogworker_async.store.replies import text
 from cogworker_async.store.scripts import EncodableArg, script
 
 ORPHANINGS_TTL = 7 * 24 * 3600
-# A requeued job of an overlap=False periodic entry re-takes its running lock
-# for the queued TTL its payload names, or this long (ms) when it names none.
-RUNNING_LOCK_DEFAULT_TTL_MS = 3_600_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,8 +75,7 @@ async def requeue(
         "live_window": live_window,
         "judge": judge,
         "judge_ttl": judge_ttl,
-        "lock_prefix": keys.periodic_running_prefix,
-        "lock_ttl": RUNNING_LOCK_DEFAULT_TTL_MS,
+        "holds": holds.kinds_spec(keys),
     }
     if sole_queue is not None and threshold is None:
         config["sole_queue"] = sole_queue
@@ -93,6 +91,7 @@ async def requeue(
         keys.processes,
         keys.workers(identity),
         keys.in_progress_identities,
+        keys.beats,
     ]
     args: list[EncodableArg] = [orjson.dumps(config)]
     args.extend(b"d:" + raw for raw in finished)
@@ -119,10 +118,11 @@ async def bury_orphan(
     raw: bytes,
     jid: str,
     dead_entry: bytes,
-    release: tuple[str, str] | None = None,
 ) -> bool:
     """Move the head of repeat_orphans into dead with its ProcessDied entry (and
-    release its unique lock, owner-checked, in the same step)."""
+    settle what it holds as a burial, owner-checked: released; and record a
+    tracked job's end: its status, its result waiters' ``JobFailed``, in the
+    same step)."""
     now = time.time()
     script_keys = [
         keys.repeat_orphans,
@@ -131,9 +131,9 @@ async def bury_orphan(
         keys.stats_failed_on(today(now)),
         keys.orphanings(jid),
     ]
-    args: list[EncodableArg] = [raw, now, dead_entry, DAY_STAT_TTL, keys.periodic_running_prefix]
-    if release is not None:
-        args.extend(release)
+    args: list[EncodableArg] = [raw, now, dead_entry, DAY_STAT_TTL, holds.kinds_table(keys)]
+    # A tracked job's status and result waiters hear of the burial (job_end.lua).
+    args.append(keys.tracking_prefix)
     return bool(await script("bury_orphan").run(redis, script_keys, args))
 
 
@@ -144,10 +144,51 @@ async def swap_dead_entry(
     old: bytes,
     new: bytes,
     score: float,
-    release: tuple[str, str] | None = None,
+    burial: bool = False,
 ) -> bool:
-    """Replace a dead entry atomically; False when it was already gone."""
+    """Replace a dead entry atomically; False when it was already gone.
+
+    ``burial``: the swap completes a ProcessDied burial: what the job holds
+    (its payload says) is settled as a burial (released) in the same step."""
     args: list[EncodableArg] = [old, score, new]
-    if release is not None:
-        args.extend(release)
+    if burial:
+        args.append(holds.kinds_table(keys))
     return bool(await script("swap_dead_entry").run(redis, [keys.dead], args))
+
+
+async def overdue(redis: Redis, keys: Keys, *, threshold: float) -> set[str]:
+    """The identities a recovery pass must judge: last beat at least ``threshold``
+    old on Redis's clock, or registered without a beat in the index (overdue.lua)."""
+    reply = await script("overdue").run(
+        redis,
+        [keys.beats, keys.processes, keys.in_progress_identities],
+        [threshold, time.time()],
+    )
+    return {text(identity) for identity in reply}
+
+
+async def stamped_only_identities(redis: Redis, keys: Keys) -> set[str]:
+    """Identities with a last-beat or beating-since stamp that no registry
+    ``overdue`` reads names (not in the beats index, the process set or the
+    in-progress registry): what a lost registry leaves. One pipeline of five
+    reads of the namespace's own keys, never a SCAN: a SCAN, even with a MATCH on
+    our prefix, walks the whole keyspace of a shared Redis.
+
+    A wrong-typed key counts as naming nobody (the key guard moves it aside, and
+    the next process's first pass reads again); an outage raises.
+    """
+    async with redis.pipeline(transaction=False) as pipe:
+        pipe.hkeys(keys.last_beat)
+        pipe.hkeys(keys.beating_since)
+        pipe.zrange(keys.beats, 0, -1)
+        pipe.smembers(keys.processes)
+        pipe.smembers(keys.in_progress_identities)
+        replies = await pipe.execute(raise_on_error=False)
+    named: list[set[str]] = []
+    for reply in replies:
+        if isinstance(reply, Exception) and not is_wrong_type(reply):
+            raise reply
+        members = () if isinstance(reply, Exception) else reply
+        named.append({text(identity) for identity in members})
+    last_beat, beating_since, beats, processes, registry = named
+    return (last_beat | beating_since) - beats - processes - registry

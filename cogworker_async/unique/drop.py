@@ -19,7 +19,12 @@ DROP_CHUNK = 1000  # jobs removed per drop_jobs.lua call (each call one atomic s
 
 
 async def drop_all(
-    redis: Redis, key: str, *, kind: Literal["list", "zset"], lock_prefix: str = ""
+    redis: Redis,
+    key: str,
+    *,
+    kind: Literal["list", "zset"],
+    kinds: bytes | str = "",
+    tracking_prefix: str = "",
 ) -> int:
     """Remove every job of a sorted set or a queue list; returns how many.
 
@@ -32,7 +37,12 @@ async def drop_all(
     removed = 0
     while removed < size:
         got = await locks.drop_jobs(
-            redis, key, pop=min(DROP_CHUNK, size - removed), kind=kind, lock_prefix=lock_prefix
+            redis,
+            key,
+            pop=min(DROP_CHUNK, size - removed),
+            kind=kind,
+            kinds=kinds,
+            tracking_prefix=tracking_prefix,
         )
         if not got:
             break

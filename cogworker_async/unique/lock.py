@@ -17,7 +17,9 @@ from typing import Any, Literal
 
 import orjson
 
+from cogworker_async.holds import is_held_key
 from cogworker_async.keys import Keys
+from cogworker_async.timing import check_duration
 
 UniqueMode = Literal["until_executed", "until_executing"]
 UNIQUE_MODES: tuple[str, ...] = ("until_executed", "until_executing")
@@ -35,10 +37,7 @@ def check_unique(
     if unique is not None and unique not in UNIQUE_MODES:
         raise ValueError(f"unique must be one of {', '.join(UNIQUE_MODES)}, got {unique!r}")
     if unique_for is not None:
-        if isinstance(unique_for, bool) or not isinstance(unique_for, int | float):
-            raise TypeError(f"unique_for must be a number of seconds, got {unique_for!r}")
-        if not (math.isfinite(unique_for) and unique_for > 0):
-            raise ValueError(f"unique_for must be positive and finite (seconds), got {unique_for}")
+        check_duration(unique_for, "unique_for")
     if unique_key is not None and not callable(unique_key):
         raise TypeError(f"unique_key must be a callable, got {unique_key!r}")
 
@@ -64,6 +63,32 @@ def digest(
 def lock_key(keys: Keys, name: str, hexdigest: str) -> str:
     """``<ns>:unique:<name>:<digest>``: the name makes ``locks list`` readable."""
     return keys.unique(f"{name}:{hexdigest}")
+
+
+def lock_prefix(keys: Keys) -> str:
+    """``<ns>:unique:``: every lock key starts with it."""
+    return keys.unique("")
+
+
+def is_lock_key(key: str, prefix: str) -> bool:
+    """Whether ``key`` may be a lock under ``prefix`` (``lock_prefix(keys)``): a payload
+    names its lock key, and a payload is data (a dead entry retried, a job from
+    another producer, a middleware's edit), so no path writes a key it names
+    unless it is a lock of this namespace. Not the handed-over releases list
+    (``~releases``: no lock's name starts with ``~``). The rule of every kind
+    of hold (``holds.is_held_key``, ``includes/holds.lua``)."""
+    return is_held_key(key, prefix)
+
+
+def check_lock_key(keys: Keys, field: Any) -> None:
+    """Refuse to enqueue a job whose ``unique`` field (a middleware may edit it) names
+    a key that is not a lock of this namespace: ``ValueError`` naming it."""
+    key = field.get("key") if isinstance(field, dict) else None
+    if not isinstance(key, str) or not is_lock_key(key, lock_prefix(keys)):
+        raise ValueError(
+            f"unique.key must be a lock key under {lock_prefix(keys)!r} "
+            f"(as unique_field builds it), got {key!r}"
+        )
 
 
 def releases_key(keys: Keys) -> str:
@@ -98,18 +123,45 @@ class Release:
     jid: str
 
 
-def release_of(job: Mapping[str, Any], *, terminal: bool) -> Release | None:
+def foreign_lock(job: Mapping[str, Any], prefix: str) -> str | None:
+    """The key a job's ``unique`` field names when it is not a lock under ``prefix``
+    (never locked, renewed or released: for the error line), else None."""
+    field = job.get("unique")
+    key = field.get("key") if isinstance(field, dict) else None
+    if isinstance(key, str) and not is_lock_key(key, prefix):
+        return key
+    return None
+
+
+def unique_for_of(job: Mapping[str, Any]) -> float:
+    """The lock's TTL (s) a job's payload names (``unique.for``); the default for a
+    payload that names none or no usable one."""
+    field = job.get("unique")
+    ttl = field.get("for") if isinstance(field, dict) else None
+    if (
+        isinstance(ttl, int | float)
+        and not isinstance(ttl, bool)
+        and math.isfinite(ttl)
+        and ttl > 0
+    ):
+        return float(ttl)
+    return DEFAULT_UNIQUE_FOR
+
+
+def release_of(job: Mapping[str, Any], *, terminal: bool, prefix: str) -> Release | None:
     """The lock a job releases on this path, if any.
 
     ``terminal``: the job is done for good (success, dead, discard, burial);
     an ``until_executing`` job released its lock when its run started, so
     only ``until_executed`` releases here. Not terminal: the run's start.
+    ``prefix``: ``lock_prefix(keys)``; a key the payload names outside it is no
+    lock of ours (``foreign_lock`` names it): None.
     """
     field = job.get("unique")
     if not isinstance(field, dict):
         return None
     key, jid = field.get("key"), job.get("jid")
-    if not isinstance(key, str) or not isinstance(jid, str) or not key:
+    if not isinstance(key, str) or not isinstance(jid, str) or not is_lock_key(key, prefix):
         return None
     mode = field.get("mode", "until_executed")
     if terminal != (mode != "until_executing"):

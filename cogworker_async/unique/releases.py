@@ -22,9 +22,12 @@ import logging
 import orjson
 from redis.asyncio import Redis
 
+from cogworker_async import holds
+from cogworker_async.holds import is_held_key
 from cogworker_async.keys import Keys
 from cogworker_async.store import locks
-from cogworker_async.unique.lock import Release, releases_key
+from cogworker_async.unique.lock import Release, lock_prefix, releases_key
+from cogworker_async.unique.renewals import LockRenewals
 
 DRAIN_BATCH = 100  # handed-over releases taken per duty pass
 BATCH_MAX = 500  # releases per release_locks.lua call
@@ -43,6 +46,11 @@ class DeferredReleases:
         self._redis = redis
         self._keys = keys
         self._log = logger
+        self.lock_prefix = lock_prefix(keys)  # every unique lock is under it
+        # Every release is of a hold under one of these (holds.py's kinds).
+        self.prefixes = [kind.prefix(keys) for kind in holds.KINDS.values()]
+        # The run-start renewals: the other lock call a unique job's start makes.
+        self.renewals = LockRenewals(redis, logger)
         self.pending: dict[Release, None] = {}  # ordered, deduplicated
         self.released = 0
         self._batch: list[tuple[Release, asyncio.Future[None]]] = []
@@ -71,7 +79,9 @@ class DeferredReleases:
             while self._batch:
                 batch, self._batch = self._batch[:BATCH_MAX], self._batch[BATCH_MAX:]
                 try:
-                    await locks.release_locks(self._redis, [(r.key, r.jid) for r, _ in batch])
+                    await locks.release_locks(
+                        self._redis, [(r.key, r.jid) for r, _ in batch], self.prefixes
+                    )
                 except Exception as exc:  # noqa: BLE001 - any failure: the duty tries again
                     self._keep([r for r, _ in batch], exc)
                 else:
@@ -117,7 +127,7 @@ class DeferredReleases:
             if raw is None:
                 break
             handed = _parse(raw)
-            if handed is None:
+            if handed is None or not any(is_held_key(handed.key, p) for p in self.prefixes):
                 self._log.error("unusable handed-over release dropped: %.200r", raw)
                 continue
             # Popped: ours now. Kept in memory if this release fails.

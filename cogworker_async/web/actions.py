@@ -11,6 +11,7 @@ import time
 
 import orjson
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
@@ -19,8 +20,9 @@ from cogworker_async import api
 from cogworker_async.api.sets import _enqueue, _matches, _scan
 from cogworker_async.settings import check_queue_name
 from cogworker_async.store import admin
-from cogworker_async.web import reads
-from cogworker_async.web.app import UI, back, first, form, redis_of, render, ui_of
+from cogworker_async.store.faults import is_wrong_type
+from cogworker_async.web import params, reads
+from cogworker_async.web.pages import UI, back, first, form, redis_of, render, segment, ui_of
 from cogworker_async.web.views import SETS
 
 SET_ACTIONS = ("retry", "delete", "kill")
@@ -28,6 +30,18 @@ SET_ACTIONS = ("retry", "delete", "kill")
 
 def _bad(request: Request, problem: str) -> Response:
     return render(request, "error.html", status_code=400, problem=problem, page="")
+
+
+async def _not_done(
+    request: Request, exc: ResponseError | None, expected: dict[str, str]
+) -> Response:
+    """A 409 naming the key of the wrong type that stopped an action (kept as it is, for
+    the key guard or a human); ``exc`` (not WRONGTYPE) is raised again."""
+    if exc is not None and not is_wrong_type(exc):
+        raise exc
+    problem = await reads.wrong_typed(redis_of(request), expected) or str(exc)
+    line = f"not done: {problem} (left as it is for a human to look at)"
+    return render(request, "error.html", status_code=409, problem=line, page="")
 
 
 async def signal(request: Request) -> Response:
@@ -42,7 +56,12 @@ async def signal(request: Request) -> Response:
         targets = [p.identity for p in await api.processes(redis, ui.keys) if p.alive]
     else:
         targets = [first(fields, "identity")]
-    sent = sum([await api.send_signal(redis, ui.keys, t, name) for t in targets if t])
+    sent = 0
+    for target in filter(None, targets):
+        try:
+            sent += await api.send_signal(redis, ui.keys, target, name)
+        except ResponseError as exc:
+            return await _not_done(request, exc, {ui.keys.signals(target): "list"})
     return back(
         request, "/busy", f"sent {name} to {sent} process(es) (acted on at their next beat)"
     )
@@ -72,18 +91,25 @@ async def queue_action(request: Request) -> Response:
         removed = await api.clear_queue(redis, ui.keys, name)
         return back(request, "/queues", f"cleared {removed} job(s) from {name}")
     if verb == "delete":
+        near = params.integer(
+            "index", first(fields, "index"), default=0, low=0, high=params.MAX_INDEX
+        )
         try:
-            near = max(0, int(first(fields, "index", "0")))
-        except ValueError:
-            near = 0
-        gone = await reads.delete_queued(redis, ui.keys, name, first(fields, "ref"), near)
+            gone = await reads.delete_queued(redis, ui.keys, name, first(fields, "ref"), near)
+        except ResponseError as exc:
+            return await _not_done(request, exc, {ui.keys.queue(name): "list"})
         note = "deleted 1 job" if gone else "not found: it was taken or deleted already"
-        return back(request, f"/queues/{name}", note, order=first(fields, "order") or None)
+        return back(request, f"/queues/{segment(name)}", note, order=first(fields, "order") or None)
     return _bad(request, f"unknown action {verb!r}")
 
 
-async def _kill(redis: Redis, ui: UI, which: api.SetName, entries: list[api.Entry]) -> int:
+async def _kill(
+    redis: Redis, ui: UI, which: api.SetName, entries: list[api.Entry]
+) -> tuple[int, str]:
+    """Kill ``entries``; the note says how many moved, and how many dead entries the
+    dead set's bounds (``dead_max_jobs``, ``dead_timeout``) dropped to make room."""
     source = api.set_key(ui.keys, which)
+    before = int(await redis.zcard(ui.keys.dead))
     killed = 0
     for e in entries:
         now = time.time()
@@ -100,7 +126,16 @@ async def _kill(redis: Redis, ui: UI, which: api.SetName, entries: list[api.Entr
             dead_max_jobs=ui.settings.dead_max_jobs,
             dead_timeout=ui.settings.dead_timeout,
         )
-    return killed
+    # Counted around the moves: a worker filing a failure meanwhile makes it an
+    # undercount, never a claim that something was dropped when it was not.
+    dropped = before + killed - int(await redis.zcard(ui.keys.dead))
+    note = f"moved {killed} to dead"
+    if dropped > 0:
+        note += (
+            f"; dropped {dropped} of the oldest dead entries (dead keeps at most "
+            f"{ui.settings.dead_max_jobs}, none older than {ui.settings.dead_timeout:g} s)"
+        )
+    return killed, note
 
 
 async def _matching(redis: Redis, ui: UI, which: api.SetName, needle: str) -> list[api.Entry]:
@@ -113,54 +148,119 @@ async def _matching(redis: Redis, ui: UI, which: api.SetName, needle: str) -> li
 async def set_action(request: Request) -> Response:
     """Retry now, delete or kill the selected entries, or every entry matching the search."""
     ui = ui_of(request)
-    segment = request.path_params["segment"]
-    if segment not in SETS:
-        return _bad(request, f"no set {segment!r}")
-    which = SETS[segment][0]
+    segment_name = request.path_params["segment"]
+    if segment_name not in SETS:
+        return _bad(request, f"no set {segment_name!r}")
+    which = SETS[segment_name][0]
     fields = await form(request)
     action = first(fields, "action")
     if action not in SET_ACTIONS or (action == "kill" and which == "dead"):
         return _bad(request, f"unknown action {action!r} here")
-    needle = first(fields, "q").strip()
+    refs = [params.entry_ref(token) for token in fields.get("ref", [])]
+    source = api.set_key(ui.keys, which)
+    # The sets an action reads or fills: one of another type is named, and kept.
+    expected = {source: "zset", ui.keys.dead: "zset"} if action == "kill" else {source: "zset"}
     redis = redis_of(request)
+    if await reads.wrong_typed(redis, expected) is not None:
+        return await _not_done(request, None, expected)
+    try:
+        note = await _act(redis, ui, which, action, fields, refs)
+    except ResponseError as exc:
+        return await _not_done(request, exc, expected)
+    needle = first(fields, "q").strip()
+    return back(request, f"/{segment_name}", note, q=needle or None)
+
+
+async def _act(
+    redis: Redis,
+    ui: UI,
+    which: api.SetName,
+    action: str,
+    fields: dict[str, list[str]],
+    refs: list[params.Ref],
+) -> str:
+    """Do ``action`` on the entries ``refs`` names, or on all (matching ``q``): the note."""
+    needle = first(fields, "q").strip()
+    source = api.set_key(ui.keys, which)
     if first(fields, "all"):
         if not needle and action == "delete":
-            done = await api.delete_all(redis, ui.keys, which)
-            return back(request, f"/{segment}", f"deleted {done}")
+            return f"deleted {await api.delete_all(redis, ui.keys, which)}"
         if not needle and action == "retry":
-            done = await api.retry_all(redis, ui.keys, which)
-            return back(request, f"/{segment}", f"moved {done} onto their queues")
+            return f"moved {await api.retry_all(redis, ui.keys, which)} onto their queues"
         entries = await _matching(redis, ui, which, needle) if needle else []
         if not needle and action == "kill":
-            entries = [e async for e in _scan(redis, api.set_key(ui.keys, which), None)]
+            entries = [e async for e in _scan(redis, source, None)]
     else:
-        entries = await reads.find_entries(redis, ui.keys, which, fields.get("ref", []))
+        entries = await reads.find_entries(redis, ui.keys, which, refs)
     if action == "retry":
         done = 0
         for e in entries:
-            done += await _enqueue(redis, ui.keys, api.set_key(ui.keys, which), e)
+            done += await _enqueue(redis, ui.keys, source, e)
         note = f"moved {done} onto their queues"
     elif action == "delete":
         done = await api.delete(redis, ui.keys, which, [e.ref for e in entries])
         note = f"deleted {done}"
     else:
-        done = await _kill(redis, ui, which, entries)
-        note = f"moved {done} to dead"
-    skipped = len(fields.get("ref", [])) - done if not first(fields, "all") else 0
+        done, note = await _kill(redis, ui, which, entries)
+    skipped = len(refs) - done if not first(fields, "all") else 0
     if skipped > 0:
         note += f"; {skipped} already gone or not runnable"
-    return back(request, f"/{segment}", note, q=needle or None)
+    return note
 
 
 async def periodic_run(request: Request) -> Response:
     ui = ui_of(request)
     name = first(await form(request), "name")
+    redis = redis_of(request)
     try:
-        jid = await api.run_periodic_now(redis_of(request), ui.keys, name)
+        jid = await api.run_periodic_now(redis, ui.keys, name)
     except ValueError as exc:  # an unreadable published definition
         return back(request, "/periodic", str(exc))
+    except ResponseError as exc:
+        return await _not_done(request, exc, await _periodic_keys(redis, ui, name))
     note = f"enqueued {name} now as {jid}" if jid else f"no periodic entry {name!r}"
     return back(request, "/periodic", note)
+
+
+async def periodic_pause(request: Request) -> Response:
+    """Pause a periodic entry: every worker skips its slots until it is resumed."""
+    return await _pause_or_resume(request, "pause")
+
+
+async def periodic_resume(request: Request) -> Response:
+    return await _pause_or_resume(request, "resume")
+
+
+async def _pause_or_resume(request: Request, verb: str) -> Response:
+    ui = ui_of(request)
+    name = first(await form(request), "name")
+    act = api.pause_periodic if verb == "pause" else api.resume_periodic
+    redis = redis_of(request)
+    try:
+        done = await act(redis, ui.keys, name)
+    except ResponseError as exc:
+        keys = {ui.keys.periodic_paused: "set", ui.keys.periodic_entries: "hash"}
+        return await _not_done(request, exc, keys)
+    if done is None:
+        return _bad(request, f"no periodic entry {name!r}")
+    state = "paused" if verb == "pause" else "running"
+    note = f"{verb}d {name}" if done else f"{name} was already {state}"
+    return back(request, "/periodic", note)
+
+
+async def _periodic_keys(redis: Redis, ui: UI, name: str) -> dict[str, str]:
+    """The keys running entry ``name`` now touches, with their types: the published
+    definitions, the queues set and (when the definition says) the entry's queue."""
+    entries = ui.keys.periodic("entries")
+    expected = {entries: "hash", ui.keys.queues: "set"}
+    try:
+        definition = orjson.loads(await redis.hget(entries, name) or b"{}")
+    except (ResponseError, orjson.JSONDecodeError):  # wrong-typed or unreadable: named as is
+        return expected
+    queue = definition.get("queue") if isinstance(definition, dict) else None
+    if isinstance(queue, str) and queue:
+        expected[ui.keys.queue(queue)] = "list"
+    return expected
 
 
 async def lock_delete(request: Request) -> Response:
@@ -170,7 +270,7 @@ async def lock_delete(request: Request) -> Response:
         gone = await api.delete_lock(redis_of(request), ui.keys, key)
     except ValueError as exc:
         return back(request, "/locks", str(exc))
-    return back(request, "/locks", f"deleted {key}" if gone else f"no lock {key!r}")
+    return back(request, "/locks", gone or f"no lock {key!r}")
 
 
 async def locks_delete_orphaned(request: Request) -> Response:
@@ -185,6 +285,8 @@ def routes() -> list[BaseRoute]:
         Route("/queues/{name}/{verb}", queue_action, methods=["POST"]),
         Route("/{segment}/action", set_action, methods=["POST"]),
         Route("/periodic/run", periodic_run, methods=["POST"]),
+        Route("/periodic/pause", periodic_pause, methods=["POST"]),
+        Route("/periodic/resume", periodic_resume, methods=["POST"]),
         Route("/locks/delete", lock_delete, methods=["POST"]),
         Route("/locks/delete-orphaned", locks_delete_orphaned, methods=["POST"]),
     ]

@@ -2,89 +2,99 @@
 
 Every page is a GET that only reads; every change is a POST that passes the
 ``Guard`` (auth, read-only, cross-site) before a handler sees it. Each request
-gets its own Redis client, closed when it is answered, so the app works
-mounted inside another app (whose lifespan never reaches a mounted app) and
-holds nothing between requests.
+reads Redis through the app's one shared client (``shared_client``: opened at
+the app's lifespan start and closed at its end, or, mounted inside another app
+whose lifespan never reaches a mounted app, made by the first request and
+closed with the event loop).
+
+A note ("paused mail") reaches the page after a POST in the redirect's query,
+signed with a key made when the app is (``?note=`` text without its signature
+is not shown: a link cannot put words in the UI's mouth).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qs, urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
-from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoPermissionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from starlette.applications import Starlette
 from starlette.middleware import Middleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.responses import PlainTextResponse, Response
 from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
-from cogworker_async.store.connection import connect
-from cogworker_async.web import filters
-from cogworker_async.web.security import AuthHook, Guard
+from cogworker_async.web import actions, filters, reads, views
+from cogworker_async.web.pages import (
+    MAX_FORM_BYTES,
+    NAV,
+    NOTE_CLIP,
+    UI,
+    back,
+    first,
+    form,
+    note_of,
+    redis_of,
+    render,
+    segment,
+    ui_of,
+    url,
+)
+from cogworker_async.web.params import BadParameter
+from cogworker_async.web.security import (
+    HEADERS,
+    LOOPBACK_HOSTS,
+    AuthHook,
+    Guard,
+    allowed_host_set,
+)
+from cogworker_async.web.shared_client import SharedRedis
+
+__all__ = [
+    "MAX_FORM_BYTES",
+    "NAV",
+    "NOTE_CLIP",
+    "UI",
+    "SharedRedis",
+    "back",
+    "create_app",
+    "first",
+    "form",
+    "note_of",
+    "redis_of",
+    "render",
+    "segment",
+    "ui_of",
+    "url",
+]
+"""``create_app``, and (from ``pages``, where they moved) the request helpers that the
+views and actions once took from here."""
 
 HERE = Path(__file__).resolve().parent
-MAX_FORM_BYTES = 1 << 20
-
-NAV = (
-    ("dashboard", "/", "Dashboard"),
-    ("busy", "/busy", "Busy"),
-    ("queues", "/queues", "Queues"),
-    ("schedule", "/scheduled", "Scheduled"),
-    ("retry", "/retries", "Retries"),
-    ("dead", "/dead", "Dead"),
-    ("periodic", "/periodic", "Periodic"),
-    ("locks", "/locks", "Locks"),
-    ("quarantine", "/quarantine", "Quarantine"),
-    ("metrics", "/metrics", "Metrics"),
-)
-"""The pages in the navigation bar; a page added later adds a row here."""
 
 
-@dataclass
-class UI:
-    """What every handler needs: settings, keys, templates, the read-only flag."""
+class RedisForRequest:
+    """ASGI middleware: the Redis client a request reads through, the app's shared one
+    (``shared_client.SharedRedis``: no connect per page or poll)."""
 
-    settings: Settings
-    read_only: bool
-    env: Environment
-    keys: Keys = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.keys = Keys(self.settings.namespace)
-
-
-class RedisPerRequest:
-    """ASGI middleware: a Redis client for each request, closed when it is answered.
-
-    One connection a request costs a connect (well under a millisecond on a
-    LAN) and holds nothing between requests: no pool tied to an event loop,
-    nothing left open when the app is mounted in a host whose lifespan never
-    reaches it.
-    """
-
-    def __init__(self, app: ASGIApp, *, settings: Settings) -> None:
+    def __init__(self, app: ASGIApp, *, settings: Settings, shared: SharedRedis) -> None:
         self.app = app
         self.settings = settings
+        self.shared = shared
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        client = connect(self.settings, max_connections=4)
-        scope.setdefault("state", {})["redis"] = client
 
         async def send_timed(message: Message) -> None:
             if message["type"] == "http.response.start":
@@ -94,101 +104,125 @@ class RedisPerRequest:
                 message["headers"] = [*message.get("headers", []), timing]
             await send(message)
 
-        try:
+        async with self.shared.for_request() as client:
+            scope.setdefault("state", {})["redis"] = client
             await self.app(scope, receive, send_timed)
+
+
+def shared_client_lifespan(
+    settings: Settings, shared: SharedRedis
+) -> Callable[[Starlette], AbstractAsyncContextManager[None]]:
+    """The app's lifespan: the shared client opened for it, closed after it."""
+
+    @asynccontextmanager
+    async def lifespan(_: Starlette) -> AsyncIterator[None]:
+        shared.open()
+        try:
+            yield
         finally:
-            await client.aclose()
+            await shared.close()
 
-
-def redis_of(request: Request) -> Redis:
-    client: Redis = request.state.redis
-    return client
-
-
-def ui_of(request: Request) -> UI:
-    ui: UI = request.app.state.ui
-    return ui
-
-
-def url(request: Request, path: str, **query: Any) -> str:
-    """``path`` under the prefix this app is mounted at, with ``query`` (None values left out)."""
-    full = request.scope.get("root_path", "") + path
-    given = {k: v for k, v in query.items() if v is not None and v != ""}
-    return f"{full}?{urlencode(given)}" if given else full
-
-
-def render(request: Request, template: str, *, status_code: int = 200, **context: Any) -> Response:
-    ui = ui_of(request)
-    html = ui.env.get_template(template).render(
-        request=request,
-        read_only=ui.read_only,
-        namespace=ui.settings.namespace,
-        nav=NAV,
-        note=request.query_params.get("note"),
-        url=lambda path, **q: url(request, path, **q),
-        **context,
-    )
-    return HTMLResponse(html, status_code=status_code)
-
-
-def back(request: Request, path: str, note: str, **query: Any) -> Response:
-    """After a POST: see the page again (303), with a note of what was done."""
-    return RedirectResponse(url(request, path, note=note, **query), status_code=303)
-
-
-async def form(request: Request) -> dict[str, list[str]]:
-    """The POSTed form (urlencoded), each field's values in order."""
-    body = await request.body()
-    if len(body) > MAX_FORM_BYTES:
-        return {}
-    return parse_qs(body.decode("utf-8", "replace"), keep_blank_values=True)
-
-
-def first(fields: dict[str, list[str]], name: str, default: str = "") -> str:
-    values = fields.get(name)
-    return values[0] if values else default
+    return lifespan
 
 
 async def outage(request: Request, exc: Exception) -> Response:
     return render(request, "outage.html", status_code=503, problem=str(exc) or type(exc).__name__)
 
 
+async def bad_parameter(request: Request, exc: Exception) -> Response:
+    return render(request, "error.html", status_code=400, problem=str(exc), page="")
+
+
+async def refused(request: Request, exc: Exception) -> Response:
+    """A command the web UI's Redis user may not run: named, with what to grant."""
+    problem = (
+        f"Redis refused a command (NOPERM): {exc}. "
+        "Grant the web UI's Redis user that command (ACL SETUSER ... +<command>)."
+    )
+    return render(request, "error.html", status_code=403, problem=problem, page="")
+
+
+async def server_error(request: Request, exc: Exception) -> Response:
+    """A bug: a line for the operator, the traceback in the log (not the page).
+
+    Sent from outside every middleware (Starlette's ServerErrorMiddleware, which
+    then raises the error again for the server to log), so it carries the
+    security headers itself.
+    """
+    return PlainTextResponse(
+        f"internal error ({type(exc).__name__}): see the server's log", 500, headers=HEADERS
+    )
+
+
+class Revalidated:
+    """ASGI wrapper: the static files cached, but checked again (``no-cache``) on each use,
+    so an upgrade's new script is never mixed with an old page."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def send_revalidated(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [(b"cache-control", b"no-cache"), *message.get("headers", [])]
+            await send(message)
+
+        await self.app(scope, receive, send_revalidated)
+
+
 Handler = Callable[[Request], Awaitable[Response]]
 
 
 def create_app(
-    settings: Settings, *, auth: AuthHook | None = None, read_only: bool = False
+    settings: Settings,
+    *,
+    auth: AuthHook | None = None,
+    read_only: bool = False,
+    allowed_hosts: Iterable[str] = LOOPBACK_HOSTS,
 ) -> Starlette:
     """The web UI for ``settings``' Redis and namespace, as an ASGI app.
 
     ``auth`` is called on every request (see ``security.AuthHook``;
     ``basic_auth(settings)`` is one); ``read_only`` hides every action and
     refuses every POST with 403. Mount it anywhere:
-    ``Mount("/jobs", app=create_app(settings))``.
-    """
-    from cogworker_async.web import actions, views
+    ``Mount("/jobs", app=create_app(settings, allowed_hosts=["jobs.example.com"]))``.
 
+    ``allowed_hosts`` are the ``Host`` names the UI answers (any other is a 400,
+    the defence against DNS rebinding): by default the loopback names
+    (``localhost``, ``127.0.0.1``, ``::1``), so a UI mounted in an app served
+    under another name must list it; ``*.example.com`` allows the subdomains,
+    and ``["*"]`` turns the check off (for a host app that checks ``Host``
+    itself, e.g. with Starlette's ``TrustedHostMiddleware``).
+    """
+    hosts = allowed_host_set(allowed_hosts)
     env = Environment(
         loader=FileSystemLoader(HERE / "templates"),
         autoescape=select_autoescape(default=True, default_for_string=True),
     )
     filters.install(env)
+    env.filters["segment"] = segment
+    env.globals["short_ref"] = reads.short_ref
     ui = UI(settings, read_only, env)
+    shared = SharedRedis(settings)
     routes: list[BaseRoute] = [
         *views.routes(),
         *actions.routes(),
-        Mount("/static", app=StaticFiles(directory=HERE / "static"), name="static"),
+        Mount("/static", app=Revalidated(StaticFiles(directory=HERE / "static")), name="static"),
     ]
 
     app = Starlette(
         routes=routes,
         middleware=[
-            Middleware(Guard, auth=auth, read_only=read_only),
-            Middleware(RedisPerRequest, settings=settings),
+            Middleware(Guard, auth=auth, read_only=read_only, allowed_hosts=hosts),
+            Middleware(RedisForRequest, settings=settings, shared=shared),
         ],
+        lifespan=shared_client_lifespan(settings, shared),
         exception_handlers={
             RedisConnectionError: outage,
             RedisTimeoutError: outage,
+            BadParameter: bad_parameter,
+            NoPermissionError: refused,
+            Exception: server_error,
         },
     )
     app.state.ui = ui

@@ -1,8 +1,9 @@
-"""Charts as SVG drawn on the server: pure geometry, no JavaScript library.
+"""A chart's numbers computed on the server: pure geometry, no JavaScript library.
 
-A chart is a fixed viewBox with one polyline per series; the template writes
-the numbers out as attributes (escaped like everything else). The live chart's
-script only replaces a polyline's ``points`` with ones computed the same way.
+The pages draw their charts with uPlot (static/vendor/) from a ``data-series``
+attribute; ``line_chart`` still gives the Metrics page its heading (the span's
+first and last labels, the top value), and ``points`` a polyline for anyone
+drawing SVG without a script.
 """
 
 from __future__ import annotations

@@ -8,10 +8,16 @@ from typing import Any
 import orjson
 from jinja2 import Environment
 
-from cogworker_async.cli.admin import human_size
+from cogworker_async.api import human_size
+from cogworker_async.settings import check_queue_name
 
 CLIP = 160
+NAME_CLIP = 120
+"""A name, error class or identity in a list: clipped, the whole of it on the detail page."""
 DETAIL_CLIP = 64 * 1024
+ACTIONABLE = 1024
+"""A name longer than this gets no per-row button: it would be in the page (a hidden
+field, a confirmation) as many times as there are buttons; the CLI acts on it."""
 
 
 def when(epoch: Any) -> str:
@@ -51,6 +57,23 @@ def clip(value: Any, limit: int = CLIP) -> str:
     return text if len(text) <= limit else text[:limit] + f"… ({len(text)} chars)"
 
 
+def short(value: Any) -> str:
+    """A name in a list: clipped to ``NAME_CLIP`` characters, saying how long it was."""
+    return clip(value, NAME_CLIP)
+
+
+def valid_queue(name: Any) -> bool:
+    try:
+        check_queue_name(name)
+    except ValueError:
+        return False
+    return True
+
+
+def actionable(name: Any) -> bool:
+    return isinstance(name, str) and 0 < len(name) <= ACTIONABLE
+
+
 def _json(value: Any) -> str:
     try:
         return orjson.dumps(value).decode()
@@ -73,6 +96,13 @@ def size(value: Any) -> str:
 
 def install(env: Environment) -> None:
     env.filters.update(
-        when=when, relative=relative, duration=duration, clip=clip, pretty=pretty, size=size
+        when=when,
+        relative=relative,
+        duration=duration,
+        clip=clip,
+        short=short,
+        pretty=pretty,
+        size=size,
     )
+    env.tests.update(valid_queue=valid_queue, actionable=actionable)
     env.globals["now"] = time.time

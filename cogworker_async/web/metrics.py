@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from cogworker_async.api.history import History
-from cogworker_async.observability.history import BUCKETS_MS
+from cogworker_async.observability.history import BUCKETS_MS, bucket_label
 
 
 def percentile_ms(
@@ -88,3 +88,8 @@ def job_rows(history: History) -> list[JobRow]:
 def has_data(history: History) -> bool:
     """Whether anything was counted in the minutes read (history on and busy)."""
     return any(m.processed or m.failed or m.jobs for m in history.minutes)
+
+
+def bucket_rows(histogram: Sequence[int]) -> list[tuple[str, int]]:
+    """(label, runs) for each duration bucket that counted a run, fastest first."""
+    return [(bucket_label(i), count) for i, count in enumerate(histogram) if count > 0]

@@ -24,6 +24,7 @@ from cogworker_async.store.commands import _day_name
 from cogworker_async.store.faults import is_wrong_type
 from cogworker_async.store.replies import loose_text, text
 from cogworker_async.store.replies import raw as as_bytes
+from cogworker_async.web.params import Ref
 
 PAGE_SIZE = 50
 SEARCH_WORK = 10_000
@@ -100,26 +101,32 @@ async def search_set(
     return SetPage(found, total, cursor=int(cursor), examined=min(examined, total))
 
 
+MAX_REF = 64
+"""A jid longer than this (a corrupt or hostile payload) is named by its digest
+instead: a token is in a link, a checkbox and a form per row."""
+
+
+def short_ref(entry: api.Entry) -> str:
+    """The entry's jid, or its digest when it has none or one too long to put in a page."""
+    return entry.ref if len(entry.ref) <= MAX_REF else api.digest(entry.raw)
+
+
 def ref_token(entry: api.Entry) -> str:
-    """How a page names an entry to an action: its exact score, then its jid or digest."""
-    return f"{entry.score!r}~{entry.ref}"
+    """How a page names an entry to an action: its exact score, then ``short_ref``."""
+    return f"{entry.score!r}~{short_ref(entry)}"
 
 
 async def find_entries(
-    redis: Redis, keys: Keys, which: api.SetName, tokens: list[str]
+    redis: Redis, keys: Keys, which: api.SetName, refs: list[Ref]
 ) -> list[api.Entry]:
-    """The entries named by ``ref_token`` tokens, each found at its own score."""
+    """The entries named by ``ref_token`` tokens (read by ``params.entry_ref``), each
+    found at its own score."""
     key = api.set_key(keys, which)
     found: list[api.Entry] = []
-    for token in tokens:
-        score_text, _, ref = token.partition("~")
-        try:
-            score = float(score_text)
-        except ValueError:
-            continue
+    for named in refs:
         try:
             rows: list[tuple[bytes, float]] = await redis.zrangebyscore(  # type: ignore[assignment]
-                key, score, score, withscores=True
+                key, named.score, named.score, withscores=True
             )
         except ResponseError as exc:
             if not is_wrong_type(exc):
@@ -127,7 +134,7 @@ async def find_entries(
             return []
         for raw, at in rows:
             entry = api.parse_entry(raw, float(at))
-            if entry.ref == ref and entry not in found:
+            if short_ref(entry) == named.ref and entry not in found:
                 found.append(entry)
     return found
 
@@ -160,7 +167,8 @@ async def queue_page(
 
 
 async def delete_queued(redis: Redis, keys: Keys, queue: str, ref: str, near: int) -> bool:
-    """Remove one job from ``queue``: the one named ``ref`` within a window around index ``near``.
+    """Remove one job from ``queue``: the one named ``ref`` (``short_ref``) within a window
+    around index ``near``.
 
     Looked for in a bounded window (jobs move towards the right end as others
     are taken), then removed by value (``LREM``, one copy).
@@ -169,7 +177,7 @@ async def delete_queued(redis: Redis, keys: Keys, queue: str, ref: str, near: in
     start = max(0, near - 2 * PAGE_SIZE)
     window: list[bytes] = await redis.lrange(key, start, near + 2 * PAGE_SIZE)  # type: ignore[assignment]
     for raw in window:
-        if api.parse_entry(raw, 0.0).ref == ref:
+        if short_ref(api.parse_entry(raw, 0.0)) == ref:
             return bool(await redis.lrem(key, 1, raw))  # type: ignore[arg-type]
     return False
 
@@ -226,6 +234,11 @@ async def history(redis: Redis, keys: Keys, *, days: int = HISTORY_DAYS) -> Hist
     )
 
 
+def busy_count(procs: list[api.ProcessInfo]) -> int:
+    """Jobs running now: the busy counts the live processes last beat (no extra read)."""
+    return sum(p.busy or 0 for p in procs if p.alive)
+
+
 async def busy_jobs(redis: Redis, keys: Keys, procs: list[api.ProcessInfo]) -> list[api.BusyJob]:
     """What the live ones of ``procs`` run now (``api.busy``, the processes read once)."""
     live = [p.identity for p in procs if p.alive]
@@ -245,3 +258,16 @@ async def busy_jobs(redis: Redis, keys: Keys, procs: list[api.ProcessInfo]) -> l
             jobs.append(_busy_job(identity, loose_text(slot), record))
     jobs.sort(key=_slot_order)
     return jobs
+
+
+async def wrong_typed(redis: Redis, expected: dict[str, str]) -> str | None:
+    """The first key of ``expected`` (key → the type it should be, as ``TYPE`` names it)
+    that holds another type, said in a line; None when each is right or absent."""
+    for key, kind in expected.items():
+        found = text(await redis.type(key))
+        if found not in (kind, "none"):
+            return f"{key} holds a {found}, not a {TYPE_NAMES.get(kind, kind)}"
+    return None
+
+
+TYPE_NAMES = {"zset": "sorted set", "hash": "hash", "list": "list", "set": "set"}

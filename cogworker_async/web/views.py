@@ -5,17 +5,18 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import orjson
 from redis.exceptions import ResponseError
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from cogworker_async import api
 from cogworker_async.settings import check_queue_name
 from cogworker_async.store.faults import is_wrong_type
-from cogworker_async.web import metrics, reads
-from cogworker_async.web.app import redis_of, render, ui_of
+from cogworker_async.web import metrics, params, reads
 from cogworker_async.web.charts import line_chart
+from cogworker_async.web.pages import redis_of, render, ui_of
 
 SETS: dict[str, tuple[api.SetName, str]] = {
     "scheduled": ("schedule", "Scheduled"),
@@ -25,30 +26,38 @@ SETS: dict[str, tuple[api.SetName, str]] = {
 """URL segment → (set, title)."""
 
 
-def _page(request: Request) -> int:
-    try:
-        return max(1, int(request.query_params.get("page", "1")))
-    except ValueError:
-        return 1
-
-
 async def dashboard(request: Request) -> Response:
+    if request.method == "HEAD":
+        # A monitor's or a link preview's probe: the page's headers, none of its
+        # reads (the full page reads stats, INFO, 14 days and every process).
+        return HTMLResponse(b"")
     ui = ui_of(request)
     redis = redis_of(request)
     stats = await api.stats(redis, ui.keys)
+    procs = await api.processes(redis, ui.keys)
     info = await reads.redis_info(redis)
     days = await reads.history(redis, ui.keys)
-    chart = line_chart(
-        [("processed", "processed", days.processed), ("failed", "failed", days.failed)],
-        [days.days[0], days.days[-1]],
+    per_day = {"days": days.days, "processed": days.processed, "failed": days.failed}
+    return render(
+        request,
+        "dashboard.html",
+        stats=stats,
+        busy=reads.busy_count(procs),
+        info=info,
+        days=days,
+        per_day=orjson.dumps(per_day).decode(),
+        page="dashboard",
     )
-    return render(request, "dashboard.html", stats=stats, info=info, chart=chart, page="dashboard")
 
 
 async def stats_json(request: Request) -> Response:
-    """The live chart's feed: totals now (the page computes the rates between polls)."""
+    """The live charts' feed: totals now (the page computes the rates between polls)
+    and today's counters (the per-day chart's last point)."""
     ui = ui_of(request)
-    stats = await api.stats(redis_of(request), ui.keys)
+    redis = redis_of(request)
+    stats = await api.stats(redis, ui.keys)
+    procs = await api.processes(redis, ui.keys)
+    today = await reads.history(redis, ui.keys, days=1)
     return JSONResponse(
         {
             "time": time.time(),
@@ -58,9 +67,14 @@ async def stats_json(request: Request) -> Response:
             "retry": stats.retry,
             "dead": stats.dead,
             "processes": stats.processes,
+            "busy": reads.busy_count(procs),
             "enqueued": sum(q.size for q in stats.queues),
+            "today": {
+                "day": today.days[-1],
+                "processed": today.processed[-1],
+                "failed": today.failed[-1],
+            },
         },
-        headers={"cache-control": "no-store"},
     )
 
 
@@ -69,7 +83,9 @@ async def busy(request: Request) -> Response:
     redis = redis_of(request)
     procs = await api.processes(redis, ui.keys)
     jobs = await reads.busy_jobs(redis, ui.keys, procs)
-    return render(request, "busy.html", processes=procs, jobs=jobs, page="busy")
+    # What the running jobs reported (current_job().progress): one round trip.
+    progress = await api.progress_of(redis, ui.keys, [j.jid for j in jobs if j.jid])
+    return render(request, "busy.html", processes=procs, jobs=jobs, progress=progress, page="busy")
 
 
 async def queues(request: Request) -> Response:
@@ -86,9 +102,10 @@ async def queue(request: Request) -> Response:
     except ValueError as exc:
         return render(request, "error.html", status_code=404, problem=str(exc), page="queues")
     order = "oldest" if request.query_params.get("order") == "oldest" else "newest"
-    number = _page(request)
+    number = params.page_number(request)
+    size = params.page_size(request)
     window = await reads.queue_page(
-        redis_of(request), ui.keys, name, page=number, oldest_first=order == "oldest"
+        redis_of(request), ui.keys, name, page=number, oldest_first=order == "oldest", size=size
     )
     try:
         paused = bool(await redis_of(request).sismember(ui.keys.paused, name))
@@ -101,8 +118,10 @@ async def queue(request: Request) -> Response:
         window=window,
         order=order,
         number=number,
-        first_index=(number - 1) * reads.PAGE_SIZE,
-        size=reads.PAGE_SIZE,
+        first_index=(number - 1) * size,
+        size=size,
+        sizes=params.PAGE_SIZES,
+        size_arg=None if size == params.DEFAULT_PAGE_SIZE else size,
         paused=paused,
         page="queues",
     )
@@ -120,15 +139,13 @@ async def sorted_set(request: Request) -> Response:
     ui = ui_of(request)
     segment, which, title = _set_of(request)
     needle = request.query_params.get("q", "").strip()
-    number = _page(request)
+    number = params.page_number(request)
+    size = params.page_size(request)
     if needle:
-        try:
-            cursor = max(0, int(request.query_params.get("cursor", "0")))
-        except ValueError:
-            cursor = 0
+        cursor = params.cursor(request)
         found = await reads.search_set(redis_of(request), ui.keys, which, needle, cursor=cursor)
     else:
-        found = await reads.set_page(redis_of(request), ui.keys, which, page=number)
+        found = await reads.set_page(redis_of(request), ui.keys, which, page=number, size=size)
     context: dict[str, Any] = {
         "segment": segment,
         "which": which,
@@ -136,7 +153,9 @@ async def sorted_set(request: Request) -> Response:
         "found": found,
         "needle": needle,
         "number": number,
-        "size": reads.PAGE_SIZE,
+        "size": size,
+        "sizes": params.PAGE_SIZES,
+        "size_arg": None if size == params.DEFAULT_PAGE_SIZE else size,
         "token": reads.ref_token,
         "page": which,
     }
@@ -147,12 +166,18 @@ async def entry(request: Request) -> Response:
     ui = ui_of(request)
     segment, which, title = _set_of(request)
     token = request.query_params.get("ref", "")
-    found = await reads.find_entries(redis_of(request), ui.keys, which, [token])
+    named = params.entry_ref(token)
+    found = await reads.find_entries(redis_of(request), ui.keys, which, [named])
     context: dict[str, Any] = {"segment": segment, "which": which, "title": title, "page": which}
     if not found:
         problem = "no such entry: it was retried, deleted or moved since the page was drawn"
         return render(request, "error.html", status_code=404, problem=problem, **context)
-    return render(request, "entry.html", e=found[0], token=token, **context)
+    kept, expired = (None, False)
+    if found[0].jid:
+        kept, expired = await api.kept_result(redis_of(request), ui.keys, found[0].jid)
+    return render(
+        request, "entry.html", e=found[0], token=token, kept=kept, expired=expired, **context
+    )
 
 
 async def periodic(request: Request) -> Response:
@@ -175,27 +200,31 @@ async def quarantine(request: Request) -> Response:
     return render(request, "quarantine.html", keys=found, page="quarantine")
 
 
-LOCKS_SHOWN = 500  # a page, not the whole keyspace: `locks list` has them all
-
-
 async def locks(request: Request) -> Response:
+    """One page of locks (``api.LOCKS_PAGE``, by SCAN cursor): a load reads its own
+    page, not every lock (`locks list` has them all)."""
     ui = ui_of(request)
-    found = await api.list_locks(redis_of(request), ui.keys)
+    try:
+        cursor = max(0, int(request.query_params.get("cursor", "0")))
+    except ValueError:
+        cursor = 0
+    found = await api.list_locks_page(redis_of(request), ui.keys, cursor=cursor)
     return render(
         request,
         "locks.html",
-        locks=found[:LOCKS_SHOWN],
-        more=len(found) > LOCKS_SHOWN,
-        total=len(found),
+        locks=found.locks,
+        next_cursor=found.cursor,
+        first=cursor == 0,
         page="locks",
     )
 
 
 METRICS_MINUTES = 60  # the default, as `stats --history`
-# The page reads at most this many minutes: each is a hash with every job's
-# counts and buckets, and 240 busy minutes of 50 job names took 560 ms to read
-# and parse (60: 140 ms). `stats --history --minutes 240` has the rest.
-METRICS_PAGE_MINUTES = 60
+# Up to every minute kept: settled minutes come parsed from the app's cache
+# (web/minute_cache.py), so 240 busy minutes of 50 job names cost a read of the
+# newest few, not the 490 ms a full read and parse takes.
+METRICS_PAGE_MINUTES = api.MAX_MINUTES
+METRICS_CHOICES = (15, 30, 60, 120, 240)
 JOBS_SHOWN = 200
 
 
@@ -214,7 +243,7 @@ async def metrics_page(request: Request) -> Response:
     minutes = _minutes(request)
     problem = None
     try:
-        found = await api.history(redis_of(request), ui.keys, minutes=minutes, days=0)
+        found = await ui.minutes.history(redis_of(request), ui.keys, minutes=minutes)
     except ResponseError as exc:
         if not is_wrong_type(exc):
             raise
@@ -229,6 +258,13 @@ async def metrics_page(request: Request) -> Response:
         ],
         [time.strftime("%H:%M", time.gmtime(m.at)) for m in points[:1] + points[-1:]] or ["", ""],
     )
+    series = {
+        "x": [m.minute * 60 for m in points],
+        "series": [
+            {"label": "processed", "css": "processed", "values": [m.processed for m in points]},
+            {"label": "failed", "css": "failed", "values": [m.failed for m in points]},
+        ],
+    }
     try:
         rows = metrics.job_rows(found)
     except (ValueError, TypeError, OverflowError) as exc:
@@ -237,9 +273,10 @@ async def metrics_page(request: Request) -> Response:
         request,
         "metrics.html",
         minutes=minutes,
-        choices=[m for m in (15, 30, 60) if m <= METRICS_PAGE_MINUTES],
+        choices=[m for m in METRICS_CHOICES if m <= METRICS_PAGE_MINUTES],
         kept=api.MAX_MINUTES,
         chart=chart,
+        series=orjson.dumps(series).decode(),
         rows=rows[:JOBS_SHOWN],
         more=len(rows) > JOBS_SHOWN,
         total=len(rows),
@@ -249,6 +286,62 @@ async def metrics_page(request: Request) -> Response:
         open_ended=metrics.open_ended,
         problem=problem,
         page="metrics",
+    )
+
+
+async def job_metrics_page(request: Request) -> Response:
+    """One job name's runs and failures per minute, its totals and duration buckets."""
+    ui = ui_of(request)
+    name = request.query_params.get("name", "")
+    minutes = _minutes(request)
+    found = await ui.minutes.history(redis_of(request), ui.keys, minutes=minutes)
+    per_minute = [(m.minute * 60, m.jobs.get(name)) for m in found.minutes]
+    succeeded = [j.runs - j.failures if j else 0 for _, j in per_minute]
+    failures = [j.failures if j else 0 for _, j in per_minute]
+    series = {
+        "x": [at for at, _ in per_minute],
+        "series": [
+            {"label": "succeeded", "css": "processed", "values": succeeded},
+            {"label": "failed", "css": "failed", "values": failures},
+        ],
+    }
+    rows = [r for r in metrics.job_rows(found) if r.name == name]
+    summary = found.jobs().get(name)
+    buckets = metrics.bucket_rows(summary.histogram if summary else ())
+    return render(
+        request,
+        "job_metrics.html",
+        name=name,
+        minutes=minutes,
+        choices=[m for m in METRICS_CHOICES if m <= METRICS_PAGE_MINUTES],
+        row=rows[0] if rows else None,
+        buckets=buckets,
+        series=orjson.dumps(series).decode(),
+        open_ended=metrics.open_ended,
+        page="metrics",
+    )
+
+
+async def job_lookup(request: Request) -> Response:
+    """``?jid=``: where that job is now (a bounded look everywhere), and its kept result."""
+    ui = ui_of(request)
+    jid = request.query_params.get("jid", "").strip()
+    if not jid:
+        return render(request, "job.html", jid="", lookup=None, page="")
+    try:
+        api.check_jid(jid)
+    except ValueError as exc:
+        return render(request, "error.html", status_code=400, problem=str(exc), page="")
+    lookup = await api.locate(redis_of(request), ui.keys, jid)
+    segments = {which: segment for segment, (which, _) in SETS.items()}
+    return render(
+        request,
+        "job.html",
+        jid=jid,
+        lookup=lookup,
+        segments=segments,
+        token=reads.ref_token,
+        page="",
     )
 
 
@@ -263,6 +356,8 @@ def routes() -> list[BaseRoute]:
         Route("/locks", locks),
         Route("/quarantine", quarantine),
         Route("/metrics", metrics_page),
+        Route("/metrics/job", job_metrics_page),
+        Route("/jobs", job_lookup),
     ]
     for segment in SETS:
         pages.append(Route(f"/{segment}", sorted_set))

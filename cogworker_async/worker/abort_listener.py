@@ -26,6 +26,7 @@ from cogworker_async.store.connection import connect
 from cogworker_async.store.faults import FailureLog, is_outage
 from cogworker_async.store.replies import text
 from cogworker_async.store.topology import CLUSTER_SCHEMES, scheme_of
+from cogworker_async.worker.aborting import FINISHING
 from cogworker_async.worker.processor import Processors
 from cogworker_async.worker.service import OUTAGE_RETRY
 
@@ -64,13 +65,27 @@ class AbortWatcher:
         if len(pending) > PENDING_MAX:
             del pending[next(iter(pending))]
 
+    def _heard_message(self, data: object) -> None:
+        """A message on the abort channel: a jid, or something else that is ignored
+        (logged once, one line): the listener goes on listening."""
+        try:
+            jid = text(data)
+        except UnicodeDecodeError:
+            self._log.warning(
+                "abort listener: a message on %s that is not a jid (not UTF-8) ignored: %.80r",
+                self._keys.aborts,
+                data,
+            )
+            return
+        self.heard(jid)
+
     async def check_once(self) -> None:
         """The jobs running here against the tombstones (one ``ZMSCORE``; none when idle)."""
         self._prune()
         jids = [
             str(running.job["jid"])
             for running in list(self._processors.running.values())
-            if running.job is not None and not running.aborted and not running.settling
+            if running.job is not None and not running.aborted and running.phase != FINISHING
         ]
         if not jids:
             return
@@ -111,7 +126,7 @@ class AbortWatcher:
                 while True:
                     message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=wait)
                     if message is not None and message.get("type") == "message":
-                        self.heard(text(message["data"]))
+                        self._heard_message(message["data"])
             except Exception as exc:  # noqa: BLE001 - logged once per episode; listen again
                 failures.failed(exc)
                 if not is_outage(exc):

@@ -14,12 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from cogworker_async.store.commands import Ack
+from cogworker_async.store.commands import Ack, Start
 
 
 class AckBook:
     def __init__(self) -> None:
         self._waiting: list[Ack] = []
+        # Tracked jobs' "working" writes waiting for the next fetch (best effort:
+        # never part of ``out``; a failed call puts them back, a shutdown drops them).
+        # By jid: an end that finds its start still here takes it over.
+        self._starts: dict[str, Start] = {}
         # A call's id → the acks it carries, until its reply is in.
         self._in_flight: dict[object, list[Ack]] = {}
         self._resent: set[bytes] = set()
@@ -27,10 +31,29 @@ class AckBook:
     def add(self, ack: Ack) -> None:
         self._waiting.append(ack)
 
+    def add_start(self, start: Start) -> None:
+        self._starts[start.jid] = start
+
+    def take_start(self, jid: str) -> Start | None:
+        """Job ``jid``'s "working" write if it still waits (no call carries it yet):
+        taken out, for its end to write in its stead."""
+        return self._starts.pop(jid, None)
+
+    def take_starts(self) -> list[Start]:
+        """The "working" writes waiting, now carried by a call."""
+        starts = list(self._starts.values())
+        self._starts = {}
+        return starts
+
+    def starts_failed(self, starts: list[Start]) -> None:
+        """Their call failed: they wait again (unless their end took over)."""
+        for start in starts:
+            self._starts.setdefault(start.jid, start)
+
     @property
     def waiting(self) -> bool:
-        """Acks wait for a call."""
-        return bool(self._waiting)
+        """Acks (or "working" writes) wait for a call."""
+        return bool(self._waiting) or bool(self._starts)
 
     @property
     def out(self) -> bool:

@@ -50,14 +50,17 @@ class Demand:
     def ahead(self) -> int:
         """How many jobs to hold beyond the waiting processors.
 
-        ``prefetch``; and while jobs are quick (running processors take the
+        ``prefetch`` (none while the shedder found jobs held unrun:
+        ``hold_none``, see ``shedding.py``); and while jobs are quick (running processors take the
         next one themselves, see ``Handout``) ``AHEAD_BATCHES`` batches more:
         the call for the next batch then goes out as soon as one arrives, and
         is back before those are done, so the worker never sits out a round
         trip.
         """
-        if self.prefetch == 0:
-            return 0  # asked for none: nothing held beyond demand, ever
+        if self.prefetch == 0 or self._shedder.hold_none:
+            # Asked for none; or jobs held lately sat unrun, prefetch's too: a
+            # job held here would wait while a processor elsewhere is free.
+            return 0
         quick = self._handout.quick and not self._shedder.slow
         return self.prefetch + (AHEAD_BATCHES * self.last_batch if quick else 0)
 

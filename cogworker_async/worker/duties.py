@@ -1,28 +1,29 @@
-"""The background duties of a worker, each one ``run_duty`` loop in the duties group."""
+"""The background duties of a worker, declared one way: a ``Duty`` (its name, how
+it runs once, how long until the next run) made from the worker's ``Parts``
+(what it needs) by one of ``DUTIES``, each started as a ``run_duty`` loop in
+the duties group by ``start_duties``. A new duty is a function added there."""
 
 from __future__ import annotations
 
-import logging
-import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
+from dataclasses import dataclass
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
 from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
-from cogworker_async.settings import Settings
 from cogworker_async.store.connection import connect, discovered, drop_idle_connections
 from cogworker_async.store.replies import text
 from cogworker_async.timing import jittered, scaled_poll_interval
-from cogworker_async.worker.keyguard import KeyGuard
-from cogworker_async.worker.reconcile import Reconciler
-from cogworker_async.worker.recovery import Recovery
+from cogworker_async.worker.assembly import Parts
 from cogworker_async.worker.scheduler import ScheduledPoller
 from cogworker_async.worker.service import run_duty
 
 RECONCILE_INTERVAL = 5.0
+RELEASE_INTERVAL = 5.0  # s between passes of the deferred unique-lock releases
 # The scheduled poller's idle cost stays that of its old fixed-interval poll
 # (4 commands a poll): a look is 3 (TIME, 2 × ZRANGE), the live-process count
 # (2) is read again after LIVE_REFRESH_POLLS average polls of this process
@@ -47,38 +48,55 @@ async def live_processes(redis: Redis, keys: Keys) -> int:
     return int(await redis.exists(*presence)) or 1
 
 
-def start_duties(
-    group: TaskGroup,
-    *,
-    redis: Redis,
-    keys: Keys,
-    settings: Settings,
-    rng: random.Random,
-    logger: logging.Logger,
-    recovery: Recovery | None,
-    reconciler: Reconciler,
-    key_guard: KeyGuard | None = None,
-    extra: list[tuple[str, Callable[[], Awaitable[object]], Callable[[], float]]] = [],  # noqa: B006
-) -> None:
-    """Start the scheduled poller, orphan recovery (reliable mode), reconciliation and the
-    key guard; a WRONGTYPE reply to any of them wakes the key guard at once."""
-    poller = ScheduledPoller(redis, keys, logger)
-    live = {"count": 1}
-    refresh_at = {"live": 0.0}
-    counted = {"last": 0}  # the previous count read (0: none yet)
+@dataclass(frozen=True, slots=True)
+class Duty:
+    """One background duty of a worker.
+
+    ``once`` runs one pass, again every ``interval()`` s (read after each pass:
+    it may scale or jitter), first after ``first_delay`` s (None: one interval)
+    and waiting with ``sleep`` (a duty woken early passes its own). With
+    ``interval`` None, ``once`` is a listener that runs for the worker's life.
+    """
+
+    name: str
+    once: Callable[[], Awaitable[object]]
+    interval: Callable[[], float] | None
+    first_delay: float | None = None
+    sleep: Callable[[float], Awaitable[None]] = anyio.sleep
+
+
+class _LiveCount:
+    """How many processes are alive, as the scheduled poller last read it: each of N
+    processes polls every N × average, so the total rate stays flat."""
+
+    def __init__(self, parts: Parts) -> None:
+        self._parts = parts
+        self.count = 1
+        self._last = 0  # the previous count read (0: none yet)
+        self._refresh_at = 0.0
+
+    async def refresh(self) -> None:
+        if time.monotonic() < self._refresh_at:
+            return
+        count = await live_processes(self._parts.redis, self._parts.keys)
+        # Read again at the next poll until two reads agree (processes
+        # starting together see each other only after their first beats).
+        # (0.5 of an average interval: the shortest draw, so the very next poll.)
+        polls = LIVE_REFRESH_POLLS if count == self._last else 0.5
+        self._last = self.count = count
+        interval = self._parts.settings.scheduled_poll_interval
+        self._refresh_at = time.monotonic() + polls * interval * count
+
+
+def scheduled_poller(parts: Parts) -> list[Duty]:
+    """The poll that moves due scheduled jobs onto their queues, and its wake-up
+    listener (a blocking read on its own connection)."""
+    settings, rng = parts.settings, parts.rng
+    poller = ScheduledPoller(parts.redis, parts.keys, parts.logger)
+    live = _LiveCount(parts)
 
     async def poll() -> None:
-        # Each of N processes polls every N × average: the total rate stays flat.
-        if time.monotonic() >= refresh_at["live"]:
-            count = await live_processes(redis, keys)
-            # Read again at the next poll until two reads agree (processes
-            # starting together see each other only after their first beats).
-            # (0.5 of an average interval: the shortest draw, so the very next poll.)
-            polls = LIVE_REFRESH_POLLS if count == counted["last"] else 0.5
-            counted["last"] = live["count"] = count
-            refresh_at["live"] = time.monotonic() + (
-                polls * settings.scheduled_poll_interval * count
-            )
+        await live.refresh()
         await poller.poll_once()
 
     async def listen() -> None:
@@ -91,63 +109,120 @@ def start_duties(
             await poller.listen(
                 blocking,
                 lambda: min(
-                    LISTEN_MAX, LISTEN_POLLS * settings.scheduled_poll_interval * live["count"]
+                    LISTEN_MAX, LISTEN_POLLS * settings.scheduled_poll_interval * live.count
                 ),
                 rng,
-                on_wrong_type=None if key_guard is None else key_guard.request_check,
+                on_wrong_type=parts.key_guard.request_check,
             )
         finally:
             with anyio.CancelScope(shield=True):
                 await blocking.aclose()
 
-    def start(
-        name: str,
-        once: Callable[[], Awaitable[object]],
-        interval: Callable[[], float],
-        first_delay: float | None = None,
-        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
-    ) -> None:
-        async def loop() -> None:
-            await run_duty(
-                name,
-                once,
-                interval,
-                logger,
-                rng=rng,
-                first_delay=first_delay,
-                on_outage=lambda: drop_idle_connections(redis),
-                on_wrong_type=None if key_guard is None else key_guard.request_check,
-                sleep=sleep,
-            )
+    return [
+        Duty(
+            "Scheduled poller",
+            poll,
+            lambda: scaled_poll_interval(settings.scheduled_poll_interval, live.count, rng),
+            first_delay=rng.random() * min(1.0, settings.scheduled_poll_interval),
+            sleep=poller.wait,
+        ),
+        Duty("Scheduled poller wake-up", listen, None),
+    ]
 
-        group.start_soon(loop, name=name)
 
-    start(
-        "Scheduled poller",
-        poll,
-        lambda: scaled_poll_interval(settings.scheduled_poll_interval, live["count"], rng),
-        first_delay=rng.random() * min(1.0, settings.scheduled_poll_interval),
-        sleep=poller.wait,
-    )
-    group.start_soon(listen, name="Scheduled poller wake-up")
-    if recovery is not None:
-        start(
+def orphan_recovery(parts: Parts) -> list[Duty]:
+    """Requeue the in-progress jobs of dead processes (reliable mode only)."""
+    if parts.recovery is None:
+        return []
+    interval = parts.settings.orphan_check_interval
+    return [
+        Duty(
             "Orphan recovery",
-            recovery.pass_once,
-            lambda: jittered(settings.orphan_check_interval, rng),
-            first_delay=rng.random() * min(1.0, settings.orphan_check_interval),
+            parts.recovery.pass_once,
+            lambda: jittered(interval, parts.rng),
+            first_delay=parts.rng.random() * min(1.0, interval),
         )
-    start(
-        "Reconcile",
-        reconciler.once,
-        lambda: jittered(min(RECONCILE_INTERVAL, settings.orphan_check_interval), rng),
-    )
-    if key_guard is not None:
-        start(
+    ]
+
+
+def reconcile(parts: Parts) -> list[Duty]:
+    """Compare this process's in-progress list with what it holds in memory."""
+    interval = min(RECONCILE_INTERVAL, parts.settings.orphan_check_interval)
+    return [Duty("Reconcile", parts.reconciler.once, lambda: jittered(interval, parts.rng))]
+
+
+def key_guard(parts: Parts) -> list[Duty]:
+    """Check the namespace's keys are of the types written (woken by a WRONGTYPE)."""
+    guard, interval = parts.key_guard, parts.settings.key_check_interval
+    return [
+        Duty(
             "Key guard",
-            key_guard.check_once,
-            lambda: jittered(settings.key_check_interval, rng),
-            sleep=key_guard.wait,
+            guard.check_once,
+            lambda: jittered(interval, parts.rng),
+            sleep=guard.wait,
         )
-    for name, once, interval in extra:
-        start(name, once, interval)
+    ]
+
+
+def periodic_ticker(parts: Parts) -> list[Duty]:
+    """Claim and push the due slots of the periodic entries (if there are any)."""
+    if parts.ticker is None:
+        return []
+    return [Duty("Periodic ticker", parts.ticker.tick, parts.ticker.interval)]
+
+
+def abort_watch(parts: Parts) -> list[Duty]:
+    """The abort listener, and the tombstone check that goes with each beat."""
+    interval = parts.settings.heartbeat_interval
+    return [
+        Duty("Abort listener", parts.aborts.listen, None),
+        Duty("Abort check", parts.aborts.check_once, lambda: interval),
+    ]
+
+
+def unique_releases(parts: Parts) -> list[Duty]:
+    """Failed unique-lock releases, and those stopped workers handed over."""
+    interval = min(RELEASE_INTERVAL, parts.settings.orphan_check_interval)
+    return [Duty("Unique releases", parts.releases.once, lambda: interval)]
+
+
+DutyMaker = Callable[[Parts], list[Duty]]
+
+DUTIES: tuple[DutyMaker, ...] = (
+    scheduled_poller,
+    orphan_recovery,
+    reconcile,
+    key_guard,
+    periodic_ticker,
+    abort_watch,
+    unique_releases,
+)
+"""Every duty of a worker, in the order they start."""
+
+
+def start_duties(group: TaskGroup, parts: Parts, makers: Sequence[DutyMaker] = DUTIES) -> None:
+    """Start every duty in ``group``; a WRONGTYPE reply to any of them wakes the key
+    guard at once, an outage drops the idle connections."""
+    for make in makers:
+        for duty in make(parts):
+            group.start_soon(_runner(duty, parts), name=duty.name)
+
+
+def _runner(duty: Duty, parts: Parts) -> Callable[[], Coroutine[Any, Any, None]]:
+    async def run() -> None:
+        if duty.interval is None:  # a listener: it runs for the worker's life
+            await duty.once()
+            return
+        await run_duty(
+            duty.name,
+            duty.once,
+            duty.interval,
+            parts.logger,
+            rng=parts.rng,
+            first_delay=duty.first_delay,
+            on_outage=lambda: drop_idle_connections(parts.redis),
+            on_wrong_type=parts.key_guard.request_check,
+            sleep=duty.sleep,
+        )
+
+    return run

@@ -11,7 +11,9 @@ up within milliseconds without polling.
 
 Invariant: a job handed to a processor is on the in-progress list first
 (reliable mode); one fetched but not yet handed out is still on that list and
-is requeued on shutdown like any other.
+is requeued on shutdown like any other. In basic mode (no list) a job fetched
+ahead is held in memory only: given back (shed, or on a graceful stop) it is
+pushed once (see ``giveback``), never dropped.
 """
 
 from __future__ import annotations
@@ -26,27 +28,31 @@ import anyio
 import orjson
 from redis.asyncio import Redis
 
+from cogworker_async.holds import Hold
 from cogworker_async.keys import Keys
 from cogworker_async.observability.history import Run
 from cogworker_async.settings import QueueSpec
 from cogworker_async.store import commands
-from cogworker_async.store.commands import Ack
-from cogworker_async.store.connection import drop_idle_connections
+from cogworker_async.store.commands import Ack, End, Start
+from cogworker_async.store.connection import drop_idle_connections, unblock_named
 from cogworker_async.store.faults import FailureLog, is_outage
 from cogworker_async.store.replies import text
 from cogworker_async.timing import idle_backoff
+from cogworker_async.unique.lock import DEFAULT_UNIQUE_FOR
+from cogworker_async.unique.renewals import FetchRenewals
 from cogworker_async.worker.acks import AckBook
-from cogworker_async.worker.blocking import Woke, wait_for_work
+from cogworker_async.worker.blocking import Woke, wait_for_work, wait_name
 from cogworker_async.worker.demand import Demand
 from cogworker_async.worker.giveback import GiveBack
 from cogworker_async.worker.handout import Handout
-from cogworker_async.worker.shedding import Shedder
+from cogworker_async.worker.shedding import SHED_AFTER, Shedder
 
 MAX_IN_FLIGHT = 2
 # How long acks and prefetch may wait for company when no processor is short
 # of a job: a few more per call, far fewer calls when jobs finish one by one.
 GATHER_FOR = 0.001
 BLOCKING_WAIT = object()  # the blocking loop's entry among the calls out
+UNBLOCK_EVERY = 0.1  # seconds between two unblocks of a wait at a stop
 # Fetched batches remembered (several queues) before the ones none of whose
 # jobs is still ours are dropped; at least this many between two looks.
 SOURCES_PRUNE_AT = 64
@@ -64,8 +70,8 @@ def weighted_order(specs: Sequence[QueueSpec], strict: bool, rng: random.Random)
     the remaining weights for each queue — with the handful of queues a
     worker reads, a few dozen operations at most.
     """
-    if strict or len(specs) == 1:
-        return [s.name for s in specs]
+    if strict or len(specs) <= 1:
+        return [s.name for s in specs]  # none: every queue paused
     left = list(specs)
     total = sum(s.weight for s in left)
     order: list[str] = []
@@ -104,6 +110,7 @@ class Fetcher:
         on_missing_ack: Callable[[Ack], None],
         prefetch: int = 0,
         on_wrong_type: Callable[[], None] | None = None,
+        give_back_held_after: float = SHED_AFTER,
     ) -> None:
         self._redis = redis
         self._blocking = blocking_redis
@@ -118,6 +125,8 @@ class Fetcher:
         self._on_missing_ack = on_missing_ack
         self._handout = Handout(on_wait=self._processor_waits)
         self._ready = self._handout.ready
+        # The jobs held, for the check after a heartbeat gap (freeze.py).
+        self.handout = self._handout
         # The processors' call for their next job, without a coroutine between.
         self.get: Callable[[], Awaitable[bytes | None]] = self._handout.get
         self._give_back = GiveBack(
@@ -129,6 +138,7 @@ class Fetcher:
             rng=rng,
             on_wrong_type=on_wrong_type,
             sources=self.sources_of,
+            listed=reliable,
         )
         # Put one job of ours back on its queue; False if it is still ours.
         self.give_back: Callable[[bytes], Awaitable[bool]] = self._give_back.one
@@ -136,6 +146,7 @@ class Fetcher:
             self._handout,
             self._give_back,
             prefetch=prefetch,
+            after=give_back_held_after,
             fetch_out=lambda: any(c is not BLOCKING_WAIT for c in self._fetching),
             keep=self._deliver,
         )
@@ -171,6 +182,12 @@ class Fetcher:
         self._batches: list[tuple[Sequence[bytes], Sequence[tuple[str, int]]]] = []
         self._prune_at = SOURCES_PRUNE_AT
         self.ours: Callable[[], Iterable[bytes]] = lambda: self.held
+        # Unique locks renewed by the fetch that takes their jobs (set by the
+        # worker when it minds unique locks; None: the fetch renews none).
+        self.renewals: FetchRenewals | None = None
+        # Told of each end or "working" write a call could not make (set by the
+        # tracker: logged, a wrong-typed key moved aside).
+        self.on_end_failures: Callable[[list[tuple[str, str]]], None] | None = None
 
     # --- processors' side -------------------------------------------------
     def _processor_waits(self) -> None:
@@ -179,15 +196,37 @@ class Fetcher:
         self._kick.set()
         self._short.set()
 
-    def ack(self, raw: bytes, jid: str, run: Run | None = None, lock: str = "") -> None:
+    def ack(
+        self,
+        raw: bytes,
+        jid: str,
+        run: Run | None = None,
+        holds: tuple[Hold, ...] = (),
+        end: End | None = None,
+    ) -> None:
         """Acknowledge a finished job with the next call (batched); ``run``: what the
-        metrics history counts of it, in the same call; ``lock``: a key the job holds
-        (value: its jid: a unique or periodic running lock), released in that call's
-        step if the ack removes the job."""
+        metrics history counts of it, in the same call; ``holds``: what the job holds
+        (a unique or periodic running lock, ...), settled in that call's step if the
+        ack removes the job; ``end``: its kept result and final status, written in
+        that call's step (reliable fetch only: see ``Tracker.end_in_ack``)."""
         if not self.reliable:
-            raw, jid = b"", jid if lock else ""  # basic mode: nothing to remove, only counted
-        self._acks.add(Ack(raw, jid, run, lock))
+            raw, jid = b"", jid if holds else ""  # basic mode: nothing to remove, only counted
+        self._acks.add(Ack(raw, jid, run, holds, end))
         self._kick.set()
+
+    def send_start(self, start: Start) -> None:
+        """A tracked job's ``working`` status, to ride the next call (best effort)."""
+        self._acks.add_start(start)
+        self._kick.set()
+
+    def take_start(self, jid: str) -> Start | None:
+        """Job ``jid``'s ``working`` write if no call carries it yet (taken out)."""
+        return self._acks.take_start(jid)
+
+    @property
+    def keys(self) -> Keys:
+        """The namespace's key names this fetcher reads and acks under."""
+        return self._keys
 
     @property
     def held(self) -> list[bytes]:
@@ -200,6 +239,36 @@ class Fetcher:
         newest_first = [self._ready.pop() for _ in range(len(self._ready))]
         if newest_first:
             self._ready.extendleft(reversed(await self._give_back.now(newest_first)))
+
+    async def give_back_at_stop(self, unsettled: Sequence[bytes]) -> list[bytes]:
+        """Basic fetch, on a graceful stop: every job still ours goes back to the front
+        of its queue (there is no list to requeue): give backs the stop cut off, the
+        jobs held ahead, and ``unsettled`` (fetched before them: a processor's job cut
+        off by the stop), which run first. Returns any the queues refused."""
+        newest_first = [*reversed(self._handout.held), *reversed(unsettled)]
+        self._handout.ready.clear()
+        return await self._give_back.at_stop(newest_first)
+
+    async def calls_landed(self, bound: float) -> None:
+        """Wait (up to ``bound`` s) until no call that may bring jobs is out, at a stop.
+
+        Reliable fetch: a call cancelled is not a call over. Its socket's close
+        reaches Redis when it does, and a ``BLMOVE`` still blocked there takes
+        the first job the shutdown's requeue pushes onto its queue, onto the
+        list of a process that has left (only orphan recovery finds it then).
+        Basic fetch: the jobs a call popped are nowhere but in its reply. So the
+        calls land first; the blocking wait is ended on the server
+        (``CLIENT UNBLOCK``, as if timed out), again until it has landed: sent
+        before the wait reached the server, an unblock finds nothing to end.
+        """
+        nudged = 0.0
+        with anyio.move_on_after(bound):
+            # Polled, at a stop only: an event would cost every call out a set().
+            while self._fetching:
+                if BLOCKING_WAIT in self._fetching and time.monotonic() - nudged >= UNBLOCK_EVERY:
+                    nudged = time.monotonic()
+                    await unblock_named(self._redis, wait_name(self._identity))
+                await anyio.sleep(0.01)
 
     @property
     def fetching(self) -> bool:
@@ -353,6 +422,7 @@ class Fetcher:
             return
         call_id = object()
         acks = self._acks.send(call_id)
+        starts = self._acks.take_starts()
         self._demand.requested += want
         sent = time.monotonic()
         if want:
@@ -367,9 +437,13 @@ class Fetcher:
                 acks=acks,
                 reliable=self.reliable,
                 suspects=sent >= self._decline_until,
+                unique_prefix="" if self.renewals is None else self.renewals.prefix,
+                unique_default=DEFAULT_UNIQUE_FOR,
+                starts=starts,
             )
         except Exception as exc:  # noqa: BLE001 - any failure: keep the acks, retry soon
             self._acks.failed(call_id)
+            self._acks.starts_failed(starts)
             self._fetching.pop(call_id, None)
             self._demand.requested -= want
             self._outage.failed(exc)
@@ -390,6 +464,10 @@ class Fetcher:
                 )
             self._on_wrong_type()
         self._broken = set(result.broken_queues)
+        if self.renewals is not None:
+            self.renewals.note(result.renewals)  # before the jobs are handed out
+        if result.end_failures and self.on_end_failures is not None:
+            self.on_end_failures(result.end_failures)
         self._deliver(result.jobs)
         self._remember(result.jobs, result.sources)
         self._shedder.watch()
@@ -447,7 +525,7 @@ class Fetcher:
         # While declining suspects, never BLMOVE: it would take one at the
         # queue's front all the same. The markers make the lanes look instead.
         on_markers = self.reliable and (len(names) > 1 or self._declining())
-        woke, job = await wait_for_work(
+        woke, job, queue, stopped = await wait_for_work(
             self._blocking,
             self._keys,
             identity=self._identity,
@@ -457,8 +535,16 @@ class Fetcher:
             if on_markers
             else self._idle_max,
         )
-        if job is not None:
-            self._deliver([job])
-            # Only BLMOVE brings a job (reliable mode), from its one queue.
-            self._remember([job], [(names[0], 1)])
+        if job is None:
+            return woke
+        # Only BLMOVE brings a job (reliable mode), from its one queue.
+        self._remember([job], [(names[0], 1)])
+        if stopped and queue is not None:
+            # Paused while we waited (a job enqueued right after the pause):
+            # back to the front of its queue, to run after the resume. No
+            # fetch until it has landed (Demand.want), then the lanes look.
+            self._paused.add(queue)
+            self._give_back.later([job], keep=self._deliver)
+            return Woke.WOKEN
+        self._deliver([job])
         return woke

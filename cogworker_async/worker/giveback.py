@@ -9,6 +9,13 @@ back whose reply is lost may have run, so "the call failed" never means "still
 ours": the call is repeated until Redis answers. It is idempotent — the script
 moves only jobs still on the list — so a repeat after a lost reply reports the
 jobs as gone, and nothing runs both here and from its queue.
+
+Basic fetch has no list: the jobs held here are in memory only, and each one
+given back is pushed. Each call then carries a once-marker key of its own
+(``Keys.given_back``), the same for every repeat, which the script writes with
+its push: a repeat after a lost reply pushes nothing twice, and a call cut off
+by the shutdown is sent again by it (``at_stop``) with its marker, so a job
+held ahead is never lost on a graceful stop either.
 """
 
 from __future__ import annotations
@@ -41,8 +48,14 @@ class GiveBack:
         rng: random.Random,
         on_wrong_type: Callable[[], None] | None = None,
         sources: Callable[[Sequence[bytes]], Mapping[bytes, str]] | None = None,
+        listed: bool = True,
     ) -> None:
         self._redis = redis
+        # False in basic fetch: the jobs are on no list (see the module's docstring).
+        self._listed = listed
+        self._calls = 0
+        # Basic fetch: calls a cancellation cut off, unanswered (jobs, marker).
+        self._unlanded: list[tuple[list[bytes], str]] = []
         # Where each job was fetched from (the fetcher knows): it goes back there.
         self._sources = sources
         self._keys = keys
@@ -51,9 +64,12 @@ class GiveBack:
         self._log = logger
         self._rng = rng
         self._outage = FailureLog("Give back", logger, on_wrong_type=on_wrong_type)
-        # Being given back in the background: still on our list, still ours.
+        # Being given back in the background: still on our list (or, basic fetch,
+        # in our hands), still ours.
         self.pending: list[bytes] = []
-        self._batches: deque[tuple[list[bytes], Callable[[list[bytes]], None]]] = deque()
+        self._batches: deque[tuple[list[bytes], Callable[[list[bytes]], None], str | None]] = (
+            deque()
+        )
         self._wake = anyio.Event()
 
     @property
@@ -73,13 +89,44 @@ class GiveBack:
     async def now(self, newest_first: Sequence[bytes]) -> list[bytes]:
         """Give jobs back in one atomic call; returns those the queues refused, oldest first."""
         jobs = list(newest_first)
+        once = self._marker()
         self.pending.extend(jobs)
         try:
-            kept = await self._until_answered(jobs)
+            kept = await self._until_answered(jobs, once)
+        except BaseException:  # why: re-raised; a cut-off call is remembered for the stop
+            self._cut_off(jobs, once)
+            raise
         finally:
             for job in jobs:
                 self.pending.remove(job)
         return kept[::-1]
+
+    async def at_stop(self, newest_first: Sequence[bytes]) -> list[bytes]:
+        """Basic fetch, on a graceful stop: send again every give back the stop cut off
+        (with its own marker: none pushes twice), then give ``newest_first`` back (held
+        jobs: nowhere but here, and older than any shed: they run first). Returns every
+        job the queues refused."""
+        # Cut off first, then those never sent (the run task is over), then the held.
+        self._unlanded.extend((jobs, once) for jobs, _, once in self._batches if once)
+        self._batches.clear()
+        kept: list[bytes] = []
+        while self._unlanded:
+            jobs, once = self._unlanded[0]
+            kept.extend((await self._until_answered(jobs, once))[::-1])
+            self._unlanded.pop(0)
+        if newest_first:
+            kept.extend(await self.now(newest_first))
+        return kept
+
+    def _marker(self) -> str | None:
+        if self._listed:
+            return None
+        self._calls += 1
+        return self._keys.given_back(f"{self._identity}:{self._calls}")
+
+    def _cut_off(self, jobs: list[bytes], once: str | None) -> None:
+        if once is not None:
+            self._unlanded.append((jobs, once))
 
     def later(self, newest_first: Sequence[bytes], keep: Callable[[list[bytes]], None]) -> None:
         """Give jobs back in the background, in one atomic call.
@@ -90,7 +137,7 @@ class GiveBack:
         """
         jobs = list(newest_first)
         self.pending.extend(jobs)
-        self._batches.append((jobs, keep))
+        self._batches.append((jobs, keep, self._marker()))
         self._wake.set()
 
     async def run(self, on_done: Callable[[], None]) -> None:
@@ -99,9 +146,12 @@ class GiveBack:
             while not self._batches:
                 self._wake = anyio.Event()
                 await self._wake.wait()
-            jobs, keep = self._batches[0]
+            jobs, keep, once = self._batches[0]
             try:
-                kept = await self._until_answered(jobs)
+                kept = await self._until_answered(jobs, once)
+            except BaseException:  # why: re-raised; a cut-off call is remembered for the stop
+                self._cut_off(jobs, once)
+                raise
             finally:
                 self._batches.popleft()
                 for job in jobs:
@@ -110,8 +160,9 @@ class GiveBack:
                 keep(kept[::-1])
             on_done()
 
-    async def _until_answered(self, jobs: list[bytes]) -> list[bytes]:
-        """The jobs still ours once Redis has answered one give back call."""
+    async def _until_answered(self, jobs: list[bytes], once: str | None) -> list[bytes]:
+        """The jobs still ours once Redis has answered one give back call (``once``: its
+        marker in basic fetch, the same for every repeat)."""
         pause = 0.2
         while True:
             sent = time.monotonic()
@@ -123,6 +174,7 @@ class GiveBack:
                     jobs=jobs,
                     default_queue=self._default_queue,
                     sources=self._sources(jobs) if self._sources is not None else None,
+                    once=once,
                 )
             except Exception as exc:  # noqa: BLE001 - unanswered: it may have run, so ask again
                 self._outage.failed(exc)  # once per episode

@@ -75,6 +75,11 @@ class Handout:
         """Jobs not yet taken by a processor (ready, or handed to one not yet resumed)."""
         return [*self.ready, *self._handed.values()]
 
+    @property
+    def handed(self) -> list[bytes]:
+        """Jobs handed to a waiting processor that has not resumed yet."""
+        return list(self._handed.values())
+
     def deliver(self, jobs: Sequence[bytes]) -> None:
         """Make fetched jobs available, handing the first of them to waiting processors now."""
         self.ready.extend(jobs)

@@ -20,13 +20,15 @@ from typing import Any
 
 import orjson
 
+from cogworker_async._version import __version__
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
 from cogworker_async.store.connection import connect_sync
 from cogworker_async.store.faults import FailureLog
 from cogworker_async.store.scripts import script
 
-VERSION = "0.1.0"
+# What the presence info reports as "version": the package's one version.
+VERSION = __version__
 
 
 def rss_bytes() -> int | None:
@@ -52,6 +54,7 @@ class Heartbeat:
         on_signal: Callable[[str], None] = lambda _name: None,
         on_wrong_type: Callable[[], None] | None = None,
         jobs: Sequence[str] = (),
+        on_beat: Callable[[float], None] = lambda _sent: None,
     ) -> None:
         self._settings = settings
         self._keys = keys
@@ -63,6 +66,8 @@ class Heartbeat:
         self._jobs = sorted(jobs)
         self._reliable = reliable
         self._busy = busy
+        # Told when each beat that landed was sent (monotonic), from this thread.
+        self._on_beat = on_beat
         self._on_signal = on_signal
         self.quiet = False
         self._log = logger
@@ -103,6 +108,7 @@ class Heartbeat:
 
     def beat_once(self) -> float:
         """One beat (blocking); raises on a Redis error."""
+        sent = time.monotonic()
         workers = self._busy()
         beat = {
             "identity": self.identity,
@@ -122,10 +128,12 @@ class Heartbeat:
             self._keys.processes,
             self._keys.signals(self.identity),
             self._keys.beating_since,
+            self._keys.beats,
         ]
         reply = script("heartbeat").run_sync(self._redis, keys, [orjson.dumps(beat)])
         stamp = float(reply[0])
         self.last_stamp = stamp
+        self._on_beat(sent)
         for signal in reply[1:]:
             name = signal.decode() if isinstance(signal, bytes) else str(signal)
             self._log.warning("received remote signal %r", name)
@@ -166,6 +174,7 @@ class Heartbeat:
             self._keys.last_beat,
             self._keys.beating_since,
             self._keys.in_progress_identities,
+            self._keys.beats,
         ]
         return bool(script("deregister").run_sync(self._redis, keys, [self.identity]))
 

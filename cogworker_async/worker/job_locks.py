@@ -11,12 +11,18 @@ exists.
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
+from cogworker_async import holds
+from cogworker_async.holds import Event
+from cogworker_async.keys import Keys
 from cogworker_async.periodic.running import PJID, PeriodicRuns
-from cogworker_async.store.commands import Filing
+from cogworker_async.store.commands import End, Filing
 from cogworker_async.unique import DeferredReleases, release_of
+from cogworker_async.unique.lock import Release, foreign_lock, unique_for_of
+from cogworker_async.unique.renewals import FetchRenewals
 from cogworker_async.worker.fetcher import Fetcher
 
 
@@ -26,42 +32,81 @@ class JobLocks:
     def __init__(
         self,
         fetcher: Fetcher,
+        keys: Keys,
         *,
         periodic: PeriodicRuns | None,
         releases: DeferredReleases | None,
         history: bool,
     ) -> None:
         self._fetcher = fetcher
+        self._keys = keys
         self._periodic = periodic
         self._releases = releases
         self._history = history
+        # Lock keys a payload names are used only under it ("" admits none).
+        self._prefix = releases.lock_prefix if releases is not None else ""
+        # The fetch renews an until_executed job's lock as it takes it.
+        self._fetch_renewals = None
+        if self._prefix:
+            self._fetch_renewals = FetchRenewals(
+                self._prefix, logging.getLogger("cogworker_async.unique")
+            )
+            fetcher.renewals = self._fetch_renewals
+        self._log = logging.getLogger("cogworker_async.unique")
 
-    async def started(self, job: dict[str, Any]) -> str:
-        """A periodic run re-takes its running lock (returned: released with its
-        ack). A unique ``until_executing`` job releases its lock now (awaited:
-        the lock is gone before the handler runs); ``until_executed`` releases
-        it in the step that settles it: its ack or, failed for good, its filing.
+    async def started(self, job: dict[str, Any], raw: bytes = b"") -> None:
+        """A periodic run re-takes its running lock (settled with its ack or
+        filing, as its other holds). A unique ``until_executing`` job releases
+        its lock now (awaited: the lock is gone before the handler runs);
+        ``until_executed`` has it renewed for ``unique_for`` by the fetch that
+        took it (in that step) or, when it waited longer since (or came by
+        another way), from now (awaited, coalesced): a wait or run longer than
+        the TTL it was enqueued with lets no second copy in. It releases it in
+        the step that settles it: its ack or, failed for good, its filing.
         Owner-checked; a failed release is deferred."""
         if "unique" in job and self._releases is not None:
-            at_start = release_of(job, terminal=False)
+            at_start = release_of(job, terminal=False, prefix=self._prefix)
             if at_start is not None:
                 await self._releases.release(at_start)
+            else:
+                held = release_of(job, terminal=True, prefix=self._prefix)
+                if held is not None:
+                    unique_for = unique_for_of(job)
+                    renewals = self._fetch_renewals
+                    if renewals is None or not renewals.fresh(raw, unique_for):
+                        await self._releases.renewals.renew(held, unique_for)
+                else:
+                    self._foreign(job)
         if PJID in job and self._periodic is not None:
-            return await self._periodic.started(job)
-        return ""
+            await self._periodic.started(job)
 
-    async def succeeded(self, raw: bytes, job: dict[str, Any], started: float, lock: str) -> None:
-        """Ack a success with its lock released in the ack's own step (the
-        periodic run's ``lock``, or a unique job's); a periodic run's result is
-        recorded. In basic fetch an ack removes nothing and is not sent at
-        shutdown: a unique lock's release goes out on its own, coalesced."""
+    def _foreign(self, job: dict[str, Any]) -> None:
+        key = foreign_lock(job, self._prefix)
+        if key is not None:
+            self._log.error(
+                "jid=%s %s: its unique lock key %r is not under %s: not a lock of ours, "
+                "never written (the job runs unlocked)",
+                job.get("jid"),
+                job.get("class"),
+                key,
+                self._prefix,
+            )
+
+    async def succeeded(
+        self, raw: bytes, job: dict[str, Any], started: float, end: End | None = None
+    ) -> None:
+        """Ack a success with what it holds (a unique lock, a periodic run's running
+        lock) settled in the ack's own step; a periodic run's result is recorded.
+        In basic fetch an ack removes nothing and is not sent at shutdown: the
+        releases go out on their own, coalesced."""
         run = (job["class"], started, time.time()) if self._history else None
-        release = None if lock or "unique" not in job else release_of(job, terminal=True)
-        if release is not None and self._fetcher.reliable:
-            lock = release.key
-        self._fetcher.ack(raw, job["jid"], run, lock)
-        if release is not None and not self._fetcher.reliable and self._releases is not None:
-            self._releases.release_soon(release)
+        held = holds.read(job, self._keys)
+        if self._fetcher.reliable or self._releases is None:
+            self._fetcher.ack(raw, job["jid"], run, held, end)
+        else:
+            self._fetcher.ack(raw, job["jid"], run, end=end)
+            for hold in holds.released(held, Event.ACK):
+                self._releases.release_soon(Release(hold.key, hold.owner))
         if self._periodic is not None and PJID in job:
             await self._periodic.record(job, "ok")
 

@@ -11,7 +11,10 @@ found and where it went. Absent keys are fine: they are created when needed.
 
 Keys the heartbeat rewrites whole (``process:<identity>`` by SET,
 ``workers:<identity>`` by DEL + HSET) can't be broken by a wrong type and
-aren't checked.
+aren't checked. The type of every key family is in ``key_table`` (complete
+from ``keys.py``, a unit test checks); families keyed by a job, a lock or a
+slot, which no pass can list, are checked one key at a time when a caller
+``report``s one that said ``WRONGTYPE``.
 
 Every key is isolated: one that can't be checked or moved is logged and the
 others are still checked. An outage is raised, for ``run_duty`` to log once.
@@ -36,10 +39,13 @@ import anyio
 from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
+from cogworker_async.observability.history import minute_of
 from cogworker_async.settings import Settings
 from cogworker_async.store import guard
+from cogworker_async.store.commands import today
 from cogworker_async.store.faults import is_outage
 from cogworker_async.store.guard import COUNTER_PEEK, QUARANTINE_TTL, ExpectedType
+from cogworker_async.worker.key_table import expected_type_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +61,11 @@ class QuarantineRecord:
     expected_type: ExpectedType
     moved_to: str
 
+
+# The recovery and abort counters (``Keys.stat``): INCRBY on a wrong type fails them.
+COUNTERS = ("aborted", "recovered", "process_died", "duplicates_suspected")
+MAX_REPORTED = 1000
+"""Keys reported and not yet checked kept at most (a flood of bad keys is not memory)."""
 
 MIN_CHECK_GAP = 1.0
 """Seconds between passes asked for by ``request_check`` (a broken key may be hit
@@ -78,6 +89,7 @@ class KeyGuard:
         identity: str,
         queues: Sequence[str],
         logger: logging.Logger,
+        periodic_names: Sequence[str] = (),
         ttl: int = QUARANTINE_TTL,
     ) -> None:
         self._redis = redis
@@ -85,6 +97,7 @@ class KeyGuard:
         self._settings = settings
         self._identity = identity
         self._queues = list(queues)
+        self._periodic_names = list(periodic_names)
         self._log = logger
         self._ttl = ttl
         # asyncio's, not anyio's: made outside the event loop, set from it only.
@@ -92,6 +105,8 @@ class KeyGuard:
         self._last_pass = float("-inf")
         self._gap = MIN_CHECK_GAP
         self._requested = False
+        # Keys reported one at a time (``report``), checked with the next pass.
+        self._reported: set[str] = set()
 
     def request_check(self) -> None:
         """Run a pass soon (a Redis reply said WRONGTYPE): wakes ``wait``. Event loop only;
@@ -120,29 +135,70 @@ class KeyGuard:
             expected[k.wakeup(name)] = "zset"
         for key in (k.queues, k.paused, k.processes, k.in_progress_identities):
             expected[key] = "set"
-        for key in (k.schedule, k.retry, k.dead, k.live_queues, k.schedule_wakeup, k.aborted):
+        for key in (
+            k.schedule,
+            k.retry,
+            k.dead,
+            k.live_queues,
+            k.schedule_wakeup,
+            k.aborted,
+            k.beats,
+        ):
             expected[key] = "zset"
         for key in (k.in_progress(self._identity), k.unsettled, k.repeat_orphans):
             expected[key] = "list"
         expected[k.last_beat] = "hash"
         expected[k.beating_since] = "hash"
-        # Periodic: a wrong-typed last-slot hash would fail every claim (after its push).
-        for key in (k.periodic("entries"), k.periodic("last"), k.periodic("results")):
+        # Periodic (every key under <ns>:periodic:): the hashes every process shares,
+        # and the running lock of each entry this process ticks (a wrong-typed one
+        # stopped that entry for good). A slot's claim key is checked by the claim
+        # script itself, which reports a wrong type before it writes anything; the
+        # ticker moves it aside through the same quarantine script.
+        for key in (k.periodic_entries, k.periodic_last, k.periodic_results):
             expected[key] = "hash"
+        expected[k.periodic_paused] = "set"  # a wrong type would stop every tick
+        for name in self._periodic_names:
+            expected[k.periodic_running(name)] = "string"
         # SET NX on a key of another type fails quietly: recovery would never run.
         expected[k.recovery_lock] = "string"
         expected[k.stats_processed] = "integer"
         expected[k.stats_failed] = "integer"
-        expected[k.stat("aborted")] = "integer"
+        # Today's and this minute's: the keys every settling script counts into
+        # (best effort there: a wrong type would lose the counts unseen).
+        now = time.time()
+        expected[k.stats_processed_on(today(now))] = "integer"
+        expected[k.stats_failed_on(today(now))] = "integer"
+        expected[k.history(minute_of(now))] = "hash"
+        for name in COUNTERS:
+            expected[k.stat(name)] = "integer"
+        # Remote signals: read in a pcall by the beat, so a wrong type silences them.
+        expected[k.signals(self._identity)] = "list"
+        # Unique releases a stopping worker handed over (the releases duty drains it).
+        expected[k.unique("~releases")] = "list"
+        # Keys named one at a time (a status or result key that said WRONGTYPE).
+        for key in self._reported:
+            kind = expected_type_of(k, key)
+            if kind is not None:
+                expected[key] = kind
         return expected
+
+    def report(self, key: str) -> None:
+        """A key of ours said WRONGTYPE (one of a family no pass can list: a job's status
+        or result key, a lock): check it with the next pass, by its family's type in
+        ``key_table``, and wake the pass. Event loop only."""
+        if expected_type_of(self._keys, key) is not None and len(self._reported) < MAX_REPORTED:
+            self._reported.add(key)
+        self.request_check()
 
     async def check_once(self) -> list[QuarantineRecord]:
         """One pass over every key; returns the keys moved to quarantine."""
         self._last_pass = time.monotonic()
         requested, self._requested = self._requested, False
+        reported = set(self._reported)
         records = await guard_keys(
             self._redis, self._keys, self.expected_types(), self._log, ttl=self._ttl
         )
+        self._reported -= reported  # checked (a failed pass keeps them for the next)
         if records:
             self._gap = MIN_CHECK_GAP
         elif requested:

@@ -27,17 +27,18 @@ import logging
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from contextvars import Token
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, TypeVar
 
 import anyio
 
 from cogworker_async.context import reset_lifespan_state, set_lifespan_state
 from cogworker_async.errors import LifespanError
 
-if TYPE_CHECKING:
-    from cogworker_async.worker.worker import Worker
+Owner = TypeVar("Owner")
 
-Lifespan = Callable[["Worker"], AbstractAsyncContextManager[Any]]
+# Generic in what it is called with: the worker's module spells it ``Lifespan[Worker]``,
+# so this module needs nothing of the worker (which imports it).
+Lifespan = Callable[[Owner], AbstractAsyncContextManager[Any]]
 
 
 def lifespan_name(factory: object) -> str:
@@ -47,10 +48,10 @@ def lifespan_name(factory: object) -> str:
     return f"{module}:{name}"
 
 
-class LifespanRunner:
+class LifespanRunner(Generic[Owner]):
     """Enters one lifespan for one run of a worker, and exits it once."""
 
-    def __init__(self, factory: Lifespan, worker: Worker, logger: logging.Logger) -> None:
+    def __init__(self, factory: Lifespan[Owner], worker: Owner, logger: logging.Logger) -> None:
         self._factory = factory
         self._worker = worker
         self._log = logger

@@ -10,11 +10,16 @@ A plain ``def`` runs in a thread (``threads.py``: never abandoned on a timeout,
 waited for or left running at shutdown); a job recovered from a dead process
 more than once runs alone (``suspects.py``).
 
-Abort (``abort_listener.py`` hears of it, ``aborting.py`` acts): a running
-``async def`` is cancelled in its processor's task, a plain ``def`` is marked;
-either is filed as aborted (never retried) when it ends, whatever it ended
-with. A job never aborted pays one attribute test after it runs and one
-empty-dict test before.
+Abort (``abort_listener.py`` hears of it, ``aborting.py`` acts): a job goes
+through three phases (``RunningJob.phase``). Before its handler starts, an
+abort marks it and the handler never starts; while an ``async def``'s handler
+is awaited, an abort cancels that await (the only moment the processor's task
+is ever cancelled for one), and a plain ``def``'s thread is marked; once the
+handler has returned or raised, the job is *finishing* (its ack, result or
+failure on their way) and an abort is too late. An aborted job is filed as
+aborted (never retried) when it ends, whatever it ended with. A job never
+aborted pays two attribute stores and one attribute test, and one empty-dict
+test before it runs.
 """
 
 from __future__ import annotations
@@ -36,14 +41,20 @@ from cogworker_async.errors import JobTimeout, UnknownJob
 from cogworker_async.jobs import JobFunction, JobRegistry
 from cogworker_async.middleware import Next, ServerMiddleware, wrap_server_chain
 from cogworker_async.periodic.running import PJID, PeriodicRuns
+from cogworker_async.store.commands import End
 from cogworker_async.unique import DeferredReleases
 from cogworker_async.worker.aborting import (
+    BEFORE_HANDLER,
+    FINISHING,
+    IN_HANDLER,
     MARKED,
     NOT_ABORTED,
     abort_in,
     ended_by_abort,
 )
 from cogworker_async.worker.fetcher import Fetcher
+from cogworker_async.worker.freeze import NEVER_FROZEN as _NEVER_FROZEN
+from cogworker_async.worker.freeze import FreezeGuard
 from cogworker_async.worker.job_locks import JobLocks
 from cogworker_async.worker.settlement import Settler
 from cogworker_async.worker.suspects import SUSPECT_PREFIX, Suspects
@@ -54,20 +65,22 @@ from cogworker_async.worker.tracking import Tracker
 class RunningJob:
     """What a processor runs now (its raw bytes are how it is known on the list).
 
-    ``aborted``: MARKED (filed as aborted when it ends: a plain ``def``'s
-    thread can't be stopped) or CANCELLED (its processor's task was
-    cancelled for it). ``settling``: it ran, its settlement is being sent; an
-    abort now would cut that short, so it is too late for one.
+    ``aborted``: MARKED (filed as aborted when it ends: its handler never
+    starts, or a plain ``def``'s thread runs on) or CANCELLED (its handler's
+    await was cancelled). ``phase``: BEFORE_HANDLER, IN_HANDLER (an ``async
+    def``'s handler is being awaited: the one moment an abort cancels), or
+    FINISHING (its handler returned or raised: its settlement is on its way,
+    and an abort is too late; see ``aborting.py``).
     """
 
-    __slots__ = ("aborted", "job", "raw", "settling", "started")
+    __slots__ = ("aborted", "job", "phase", "raw", "started")
 
     def __init__(self, raw: bytes, job: dict[str, Any] | None, started: float) -> None:
         self.raw = raw
         self.job = job
         self.started = started
         self.aborted = NOT_ABORTED
-        self.settling = False
+        self.phase = BEFORE_HANDLER
 
 
 class Processors:
@@ -88,8 +101,11 @@ class Processors:
         history: bool = False,
         periodic: PeriodicRuns | None = None,
         releases: DeferredReleases | None = None,
+        freeze: FreezeGuard | None = None,
     ) -> None:
         self._fetcher = fetcher
+        # After a heartbeat gap, what is about to start is checked first (freeze.py).
+        self.freeze = freeze
         # The metrics history: each success's name, minute and run time go
         # with its ack (aggregated per call, counted by the script that acks).
         self._history = history
@@ -100,14 +116,24 @@ class Processors:
         # Status and results: only jobs that ask pay for them (one flag check).
         self._tracker = tracker
         self._track_all = tracker is not None and tracker.all
+        if tracker is not None:
+            tracker.send_start = fetcher.send_start  # "working" rides the next fetch
+            tracker.take_start = fetcher.take_start
+            fetcher.on_end_failures = tracker.ends_failed
         # Periodic jobs (a payload with periodic_pjid): their running lock and result.
         # Jobs that hold a lock (periodic runs, unique jobs): their start and end.
-        self._locks = JobLocks(fetcher, periodic=periodic, releases=releases, history=history)
+        self._locks = JobLocks(
+            fetcher, fetcher.keys, periodic=periodic, releases=releases, history=history
+        )
         self._log = logger
         self._debug = logger.isEnabledFor(logging.DEBUG)
         self.running: dict[int, RunningJob] = {}
         # Every job a processor has taken and not yet settled, running or not.
         self.claimed: dict[int, bytes] = {}
+        # Jobs a shutdown's cancellation cut off before they were settled. On the
+        # list in reliable fetch (requeued with it); basic fetch has none, so the
+        # shutdown gives these back itself.
+        self.interrupted: list[bytes] = []
         # Sync handlers' threads, and the shutdown's hold on them.
         self._threads = HandlerThreads(concurrency=concurrency, logger=logger)
         self._suspects = Suspects(
@@ -118,6 +144,7 @@ class Processors:
             concurrency=concurrency,
             logger=logger,
             alone_wait=alone_wait,
+            on_cut_off=self._note_cut_off,
         )
         # Read on every job: kept here, one attribute away.
         self._no_suspect_running = self._suspects.none_running
@@ -163,6 +190,8 @@ class Processors:
         task = asyncio.current_task()
         if task is not None:
             self._tasks[slot] = task
+        freeze = self.freeze or _NEVER_FROZEN
+        monotonic = time.monotonic
         while True:
             raw = await fetcher.get()
             if raw is None:
@@ -171,14 +200,63 @@ class Processors:
             # never judged a stray (see Reconciler).
             claimed[slot] = raw
             try:
-                if raw.startswith(SUSPECT_PREFIX) and await self._suspects.is_suspect(raw):
-                    await self._suspects.run_alone(slot, raw)
+                # A plain job pays this one test (see freeze.py).
+                if monotonic() > freeze.fresh_until and not await self._admitted(raw):
                     continue
-                if not self._no_suspect_running.is_set():
-                    await self._no_suspect_running.wait()
-                await self.process(slot, raw)
+                if raw.startswith(SUSPECT_PREFIX) or not self._no_suspect_running.is_set():
+                    await self._beside_suspects(slot, raw)
+                else:
+                    await self.process(slot, raw)
+            except asyncio.CancelledError as exc:
+                if cancelled_by_us(exc):
+                    raise  # a shutdown's, or the cancellation of the task running the worker
+                # Nobody of ours asked for it (an abort only ever cancels a handler's
+                # await, which process() takes back): it must not end this processor.
+                self._log.error(
+                    "processor %d: a stray cancellation escaped its job, ignored: %.200r",
+                    slot,
+                    raw,
+                )
             finally:
                 del claimed[slot]
+
+    async def _admitted(self, raw: bytes) -> bool:
+        """Whether a job may start after a heartbeat gap (False: recovery took it back)."""
+        assert self.freeze is not None
+        try:
+            return await self.freeze.admit(raw)
+        except BaseException as exc:  # why: re-raised; a stop's cut is only noted
+            self._note_cut_off(raw, exc)
+            raise
+
+    def running_jids(self) -> set[str]:
+        """The jids of the jobs running here now."""
+        return {r.job["jid"] for r in list(self.running.values()) if r.job is not None}
+
+    async def _beside_suspects(self, slot: int, raw: bytes) -> None:
+        """A job marked as a suspect, or any job while a suspect runs alone (never a
+        plain job's path): run alone, or once the suspect is done."""
+        if raw.startswith(SUSPECT_PREFIX):
+            try:
+                suspect = await self._suspects.is_suspect(raw)
+            except BaseException as exc:  # why: re-raised; a stop's cut is only noted
+                self._note_cut_off(raw, exc)
+                raise
+            if suspect:
+                await self._suspects.run_alone(slot, raw)  # notes its own cut-offs
+                return
+        if not self._no_suspect_running.is_set():
+            try:
+                await self._no_suspect_running.wait()
+            except BaseException as exc:  # why: re-raised; a stop's cut is only noted
+                self._note_cut_off(raw, exc)
+                raise
+        await self.process(slot, raw)
+
+    def _note_cut_off(self, raw: bytes, exc: BaseException) -> None:
+        """A job not yet settled whose processor the shutdown cancelled: see ``interrupted``."""
+        if cancelled_by_us(exc):
+            self.interrupted.append(raw)
 
     async def process(self, slot: int, raw: bytes) -> None:
         try:
@@ -195,10 +273,10 @@ class Processors:
         # A job that holds a lock (a periodic entry's run, a unique job) is
         # minded at its start and its end; a plain job pays these two lookups.
         locked = PJID in job or "unique" in job
-        lock = ""
+        end: End | None = None  # a tracked job's result and final status, for its ack
         try:
             if locked:
-                lock = await self._locks.started(job)
+                await self._locks.started(job, raw)
             function = self._registry.get(job["class"])
             set_current(job)
             if self._debug:
@@ -210,57 +288,57 @@ class Processors:
                 or "keep_result" in job
                 or (function is not None and function.tracks)
             ):
-                await self._run_tracked(slot, raw, job, function, started)
+                end = await self._run_tracked(slot, raw, job, function, started)
             elif (
                 function is not None
                 and function.is_async
+                and not running.aborted  # (aborted while a lock was taken: never started)
                 and not self._middleware
                 and not (job.get("timeout") or function.defaults.timeout or self._default_timeout)
             ):
                 # The common case, without one coroutine or partial more than it needs.
+                running.phase = IN_HANDLER
                 await function.fn(*(job.get("args") or ()), **(job.get("kwargs") or {}))
             else:
-                await self._run(raw, job, function)
+                await self._run(running, function)
         except BaseException as exc:  # why: our cancellation is re-raised
+            running.phase = FINISHING  # an abort from now on is too late
             if running.aborted and ended_by_abort(running, self._tasks.get(slot), exc):
                 await self._file_aborted(slot, running)
                 return
             if cancelled_by_us(exc):
+                self.interrupted.append(raw)  # unsettled: basic fetch gives it back
                 raise
             # The job's own failure, whatever it is: SystemExit, its own
-            # CancelledError... none of them ends this worker.
-            self._log.warning(
-                "jid=%s %s failed queue=%s after %.3f s: %s: %s",
-                job["jid"],
-                job["class"],
-                job["queue"],
-                time.time() - started,
-                type(exc).__name__,
-                exc,
-            )
+            # CancelledError... none of them ends this worker. Logged once, with
+            # its traceback, by the settler (it knows whether this was the last try).
             function = self._registry.get(job["class"])
-            filing = self._settler.failure_filing(raw, job, exc, function)
-            running.settling = True
+            filing = self._settler.failed(raw, job, exc, function, time.time() - started)
             # Shielded: a shutdown cancelling us now would leave a job that ran
             # and failed to be requeued as if it never ran (bounded by the
             # socket timeout; an outage keeps it pending).
             with anyio.CancelScope(shield=True):
-                await self._settler.file(filing)
+                if await self._settler.file(filing):
+                    # Aborted while its failure was filed: settled as aborted, not retried.
+                    if self._tracker is not None and self._tracked(job, function):
+                        await self._tracker.aborted(slot, job, function)
+                    return
                 if self._tracker is not None and self._tracked(job, function):
                     await self._tracker.failed(slot, job, function, exc, filing)
                 if locked:
                     await self._locks.failed(job, filing, type(exc).__name__)
         else:
-            if running.aborted:  # a thread marked, or a handler that swallowed our cancel
+            running.phase = FINISHING  # an abort from now on is too late
+            if running.aborted:  # marked (before its handler, or its thread), or a swallowed cancel
                 ended_by_abort(running, self._tasks.get(slot), None)
                 await self._file_aborted(slot, running)
                 return
             if locked:
-                await self._locks.succeeded(raw, job, started, lock)
+                await self._locks.succeeded(raw, job, started, end)
             elif self._history:
-                self._fetcher.ack(raw, job["jid"], (job["class"], started, time.time()))
+                self._fetcher.ack(raw, job["jid"], (job["class"], started, time.time()), end=end)
             else:
-                self._fetcher.ack(raw, job["jid"])
+                self._fetcher.ack(raw, job["jid"], end=end)
             if self._debug:
                 self._log.debug(
                     "jid=%s %s done queue=%s in %.3f s",
@@ -282,7 +360,7 @@ class Processors:
         """File an aborted job (shielded, as a failure is): settled, not retried."""
         job = running.job
         assert job is not None
-        running.settling = True
+        running.phase = FINISHING
         self._log.warning(
             "jid=%s %s aborted queue=%s after %.3f s: filed as aborted, not retried",
             job["jid"],
@@ -324,38 +402,54 @@ class Processors:
         job: dict[str, Any],
         function: JobFunction[Any, Any] | None,
         started: float,
-    ) -> None:
-        """``_run`` with its status written around it and its return value kept."""
+    ) -> End | None:
+        """``_run`` with its status written around it and its return value kept: in
+        reliable fetch, the result and final status are returned for the ack to
+        write (in its own step); in basic fetch (no list to leave) written now."""
         tracker = self._tracker
+        running = self.running[slot]
         if tracker is None:  # a payload asking, in a worker built without a tracker
-            await self._run(raw, job, function)
-            return
+            await self._run(running, function)
+            return None
         tracker.started(slot, job, function, started)
         box: list[Any] = [None]
-        await self._run(raw, job, function, box)
-        running = self.running.get(slot)
-        if running is not None:
-            if running.aborted:
-                return  # filed as aborted by process(), its result not kept
-            running.settling = True
+        if (
+            function is not None
+            and function.is_async
+            and not running.aborted
+            and not self._middleware
+            and not (job.get("timeout") or function.defaults.timeout or self._default_timeout)
+        ):
+            # The common case, as process() runs a plain job's: no layer between.
+            running.phase = IN_HANDLER
+            box[0] = await function.fn(*(job.get("args") or ()), **(job.get("kwargs") or {}))
+        else:
+            await self._run(running, function, box)
+        if running.aborted:
+            return None  # filed as aborted by process(), its result not kept
+        if self._fetcher.reliable:
+            await tracker.progress.landed(str(job["jid"]))
+            return tracker.success_end(slot, job, function, box[0])
         await tracker.succeeded(slot, job, function, box[0])
+        return None
 
     async def _run(
         self,
-        raw: bytes,
-        job: dict[str, Any],
+        running: RunningJob,
         function: JobFunction[Any, Any] | None,
         box: list[Any] | None = None,
     ) -> None:
         """The job through the middleware chain, with its timeout; its return value
         goes into ``box`` when one is given."""
+        job = running.job
+        assert job is not None
         if function is None:
             # Through the chain like any failure, so middleware (metrics,
             # tracing, status) sees unknown names too.
             innermost: Next = functools.partial(_unknown, job["class"], self._registry)
         else:
             timeout = job.get("timeout") or function.defaults.timeout or self._default_timeout
-            innermost = functools.partial(self._invoke, function, raw, job, timeout, box)
+            innermost = functools.partial(self._invoke, function, running, timeout, box)
         if self._middleware:
             await wrap_server_chain(self._middleware, job, innermost)()
         else:
@@ -364,33 +458,44 @@ class Processors:
     async def _invoke(
         self,
         function: JobFunction[Any, Any],
-        raw: bytes,
-        job: dict[str, Any],
+        running: RunningJob,
         limit: float | None,
         box: list[Any] | None = None,
     ) -> None:
+        """The handler itself, in its phase: aborted before it, it never starts; an
+        abort cancels only this await; once it has returned, the job is finishing
+        (the middleware's code after it included)."""
+        if running.aborted:
+            return  # aborted before its handler started: process() files it as aborted
+        job = running.job
+        assert job is not None
         args = job.get("args") or ()
         kwargs = job.get("kwargs") or {}
-        if not function.is_async:
-            call = functools.partial(function.fn, *args, **kwargs)
-            if box is not None:
-                call = functools.partial(_into, box, call)
-            await self._threads.run(raw, job, call, None if limit is None else float(limit))
-            return
-        if limit is None:
-            value = await function.fn(*args, **kwargs)
-            if box is not None:
-                box[0] = value
-            return
+        running.phase = IN_HANDLER
         try:
-            async with asyncio.timeout(float(limit)) as scope:
+            if not function.is_async:
+                call = functools.partial(function.fn, *args, **kwargs)
+                if box is not None:
+                    call = functools.partial(_into, box, call)
+                limit_s = None if limit is None else float(limit)
+                await self._threads.run(running.raw, job, call, limit_s)
+                return
+            if limit is None:
                 value = await function.fn(*args, **kwargs)
-            if box is not None:
-                box[0] = value
-        except TimeoutError:
-            if scope.expired():
-                raise JobTimeout(f"ran past its timeout of {limit} s") from None
-            raise
+                if box is not None:
+                    box[0] = value
+                return
+            try:
+                async with asyncio.timeout(float(limit)) as scope:
+                    value = await function.fn(*args, **kwargs)
+                if box is not None:
+                    box[0] = value
+            except TimeoutError:
+                if scope.expired():
+                    raise JobTimeout(f"ran past its timeout of {limit} s") from None
+                raise
+        finally:
+            running.phase = FINISHING
 
 
 def _into(box: list[Any], call: Callable[[], Any]) -> None:

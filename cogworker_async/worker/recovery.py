@@ -1,8 +1,12 @@
 """Orphan recovery: a dead process's jobs come back; a live one's never do.
 
-Every ``orphan_check_interval`` one process at a time (a lock with a TTL, so a
-holder that dies never blocks recovery) walks the in-progress registry and
-the process set and runs ``requeue.lua`` per identity; the script itself
+Once per ``orphan_check_interval`` for the whole fleet, one process (whichever
+takes the lease: ``recovery_lock``, SET NX with a TTL of one interval, kept to
+expire rather than released, so a holder that dies never blocks recovery and
+any process takes the next pass) asks ``overdue.lua`` for the identities whose
+last beat is overdue (or that are registered with no beat in the index) and
+runs ``requeue.lua`` for each: the cost of recovery grows with the fleet, not
+with its square (every process walking every identity). The script itself
 decides, atomically with the requeue, whether the owner is dead: presence
 gone *and* its last beat, on Redis's clock, older than ``orphan_threshold``,
 *and* the judge (this process) has beaten without a break for at least
@@ -32,8 +36,6 @@ from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
 from cogworker_async.store import locks, orphans
 from cogworker_async.store.faults import is_outage, is_wrong_type
-from cogworker_async.store.replies import text as _text
-from cogworker_async.unique.lock import release_of
 from cogworker_async.worker.keyguard import guard_recovery_keys
 from cogworker_async.worker.unsettled import file_unsettled
 
@@ -55,7 +57,7 @@ class Recovery:
         self._settings = settings
         self._identity = identity
         self._log = logger
-        self._scanned = False
+        self._looked_at_all = False
         self._untrusted_logged = False
         self._born = time.monotonic()
         self.counters = RecoveryCounters()
@@ -74,42 +76,54 @@ class Recovery:
     async def pass_once(self) -> int:
         """One recovery pass; returns how many jobs were requeued."""
         token = self._identity
-        lock_ms = int(max(self._settings.orphan_check_interval, 1.0) * 2000)
-        if not await self._redis.set(self._keys.recovery_lock, token, nx=True, px=lock_ms):
+        # The lease is the fleet's interval: kept until it expires, so every
+        # other process's attempt in this interval is one SET that fails.
+        lease_ms = max(int(self._settings.orphan_check_interval * 1000), 1)
+        if not await self._redis.set(self._keys.recovery_lock, token, nx=True, px=lease_ms):
             return 0
+        done = False
         try:
             moved = await self._recover_all()
+            if moved is None:
+                # This process may not judge yet: handed on, so a process that
+                # may takes this interval's pass instead of nobody.
+                return 0
             await self._bury_repeat_orphans()
             await self._complete_raw_burials()
             await file_unsettled(
                 self._redis, self._keys, self._log, history=self._settings.metrics_history
             )
+            done = True
         finally:
-            await locks.release_lock(self._redis, self._keys.recovery_lock, token)
+            if not done:
+                await locks.release_lock(self._redis, self._keys.recovery_lock, token)
         return moved
 
     async def _candidates(self) -> set[str]:
-        # The process set too: a dead process with no list (basic fetch, or
-        # nothing running) must still leave the registries.
-        members = await self._redis.sunion(
-            [self._keys.in_progress_identities, self._keys.processes]
+        # Overdue identities only, from the index the beats keep; registered
+        # ones missing from it too (old versions, a lost index), and the
+        # process set as well as the registry: a dead process with no list
+        # (basic fetch, or nothing running) must still leave the registries.
+        identities = await orphans.overdue(
+            self._redis, self._keys, threshold=self._settings.orphan_threshold
         )
-        identities = {_text(m) for m in members}
-        if not self._scanned:
-            prefix = self._keys.in_progress_prefix
-            async for key in self._redis.scan_iter(match=f"{prefix}*", count=500):
-                identities.add(_text(key)[len(prefix) :])
-            self._scanned = True  # done only once the scan got through
+        if not self._looked_at_all:
+            # This process's first pass also judges identities only the beat stamps
+            # still name (their registries lost or moved aside): read from the
+            # namespace's own keys, never a SCAN of a shared Redis's keyspace.
+            identities |= await orphans.stamped_only_identities(self._redis, self._keys)
+            self._looked_at_all = True  # done only once the read got through
         identities.discard(self._identity)
         return identities
 
-    async def _recover_all(self) -> int:
+    async def _recover_all(self) -> int | None:
+        """Jobs requeued this pass; None when this process may not judge yet."""
         total = 0
         for identity in sorted(await self._candidates()):
             try:
                 moved = await self._recover(identity)
                 if moved is None:
-                    return total  # this process can't judge yet: nor anyone after
+                    return None if total == 0 else total  # can't judge: nor anyone after
                 total += moved
             except Exception as exc:  # one identity must never stop the others
                 if is_outage(exc):
@@ -195,15 +209,13 @@ class Recovery:
                 job = {"jid": "", **payload.raw_fields(raw)}
             job.update(self._error_fields())
             jid = str(job.get("jid", ""))
-            # Terminal: its unique lock (until_executed) goes in the burial's step.
-            lock = release_of(job, terminal=True)
+            # Terminal: what it holds goes in the burial's step (read from raw).
             if await orphans.bury_orphan(
                 self._redis,
                 self._keys,
                 raw=raw,
                 jid=jid,
                 dead_entry=orjson.dumps(job),
-                release=None if lock is None else (lock.key, lock.jid),
             ):
                 self.counters.buried += 1
                 await self._count("process_died", 1)
@@ -219,14 +231,13 @@ class Recovery:
                 job = payload.raw_fields(raw)
             job.update(self._error_fields())
             try:
-                lock = release_of(job, terminal=True)
                 if await orphans.swap_dead_entry(
                     self._redis,
                     self._keys,
                     old=raw,
                     new=orjson.dumps(job),
                     score=time.time(),
-                    release=None if lock is None else (lock.key, lock.jid),
+                    burial=True,
                 ):
                     self.counters.buried += 1
                     await self._count("process_died", 1)

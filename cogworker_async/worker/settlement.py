@@ -18,7 +18,6 @@ from __future__ import annotations
 import logging
 import random
 import time
-import traceback
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -26,18 +25,20 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 
-from cogworker_async import payload
-from cogworker_async.errors import UnknownJob
+from cogworker_async import holds, payload
+from cogworker_async.errors import ResultNotJSON, UnknownJob
+from cogworker_async.holds import released
 from cogworker_async.jobs import JobFunction, RetryDecision, RetryIn, RetryOption
 from cogworker_async.keys import Keys
-from cogworker_async.periodic.running import queued_ttl, running_lock
 from cogworker_async.settings import Settings
 from cogworker_async.store import aborts, commands
-from cogworker_async.store.commands import Filing
+from cogworker_async.store.commands import FileOutcome, Filing
 from cogworker_async.store.faults import FailureLog, is_outage
-from cogworker_async.timing import retry_backoff
-from cogworker_async.unique.lock import Release, release_of
+from cogworker_async.timing import MAX_DURATION, retry_backoff
+from cogworker_async.unique.lock import Release
 from cogworker_async.unique.releases import DeferredReleases
+from cogworker_async.worker.backtraces import backtrace_frames, format_backtrace
+from cogworker_async.worker.failure_log import log_failure
 
 DUPLICATE_WARNING = "recovered while still running here: it may have run twice"
 RETRY_FIRST = 1.0  # s before a filing refused by a non-outage error is tried again
@@ -65,17 +66,30 @@ def retry_limit(
     return settings.max_retries
 
 
-def _lock(job: dict[str, Any]) -> str:
-    """The unique lock a terminal filing releases in its own step (``until_executed``);
-    "" for none."""
-    if "unique" not in job:
-        return ""
-    release = release_of(job, terminal=True)
-    return "" if release is None else release.key
+def _misfit(
+    job: dict[str, Any], exc: BaseException, function: JobFunction[Any, Any] | None
+) -> str | None:
+    """Why the job's arguments do not fit its handler, when that is its ``TypeError``."""
+    if function is None or not isinstance(exc, TypeError):
+        return None
+    args, kwargs = job.get("args") or (), job.get("kwargs") or {}
+    if not isinstance(args, list | tuple) or not isinstance(kwargs, dict):
+        return None
+    problem = function.call_problem(args, kwargs)
+    return (
+        None if problem is None else f"job {function.name!r} cannot take its arguments: {problem}"
+    )
 
 
 def error_class_name(exc: BaseException) -> str:
     return type(exc).__name__
+
+
+def next_retry_count(job: dict[str, Any]) -> int:
+    """The ``retry_count`` a failure files the job with: Sidekiq's index of the failure
+    (0 for the first), what the retry and dead entries and the UI show."""
+    count = job.get("retry_count")
+    return count + 1 if isinstance(count, int) and not isinstance(count, bool) else 0
 
 
 class Settler:
@@ -124,18 +138,58 @@ class Settler:
         there is none): its options stand in for those the payload lacks.
         With the metrics history on, the filing counts it under its name.
         """
-        filing = self._failure_filing(raw, job, exc, function)
+        return self._filing_of(raw, job, exc, function, self._trace(exc))[0]
+
+    def failed(
+        self,
+        raw: bytes,
+        job: dict[str, Any],
+        exc: BaseException,
+        function: JobFunction[Any, Any] | None,
+        elapsed: float,
+    ) -> Filing:
+        """``failure_filing``, and the attempt's one log line with its traceback
+        (formatted once, for the line and the entry alike)."""
+        trace = self._trace(exc)
+        filing, failed, outcome = self._filing_of(raw, job, exc, function, trace)
+        log_failure(
+            self._log,
+            failed,
+            elapsed=elapsed,
+            outcome=outcome,
+            terminal=filing.target != self._keys.retry,
+            trace=trace,
+        )
+        return filing
+
+    def _trace(self, exc: BaseException, frames: int | None = None) -> str | None:
+        settings = self._settings
+        try:
+            return format_backtrace(
+                exc,
+                frames=settings.error_backtrace_frames if frames is None else frames,
+                max_chars=settings.error_backtrace_max,
+            )
+        except Exception as error:  # noqa: BLE001 - an odd exception must not stop its filing
+            self._log.error("could not format a failure's traceback (%r): filed without", error)
+            return None
+
+    def _filing_of(
+        self,
+        raw: bytes,
+        job: dict[str, Any],
+        exc: BaseException,
+        function: JobFunction[Any, Any] | None,
+        trace: str | None,
+    ) -> tuple[Filing, dict[str, Any], str]:
+        """The filing, the job as filed, and what happens to it (for the log line)."""
+        filing, failed, outcome = self._failure_filing(raw, job, exc, function, trace)
         if self._settings.metrics_history:
             filing = replace(filing, counted=str(job.get("class", "")))
-        lock = running_lock(job, self._keys)
-        if not lock:
-            return filing
-        # An overlap=False entry's run: its lock goes with the filing, released
-        # when the failure is terminal, kept while a retry waits (and then queued).
-        ttl = None
-        if filing.target == self._keys.retry:
-            ttl = max(0.0, filing.score - time.time()) + queued_ttl(job)
-        return replace(filing, lock=lock, lock_ttl=ttl)
+        # What the job holds goes with the filing, settled in its step as each
+        # kind's rule for it says (a retry keeps them while it waits).
+        job_holds = holds.read(job, self._keys)
+        return (replace(filing, holds=job_holds) if job_holds else filing), failed, outcome
 
     def _failure_filing(
         self,
@@ -143,7 +197,8 @@ class Settler:
         job: dict[str, Any],
         exc: BaseException,
         function: JobFunction[Any, Any] | None,
-    ) -> Filing:
+        trace: str | None,
+    ) -> tuple[Filing, dict[str, Any], str]:
         now = time.time()
         limit = retry_limit(job, self._settings, function.defaults.retry if function else None)
         retry_in = function.retry_in if function is not None else None
@@ -152,10 +207,20 @@ class Settler:
             # the one that knows it: unknown_job_retries (0 by default). (A
             # handler of ours raising UnknownJob itself keeps its retries.)
             limit = min(limit, self._settings.unknown_job_retries)
-        count = int(job["retry_count"]) + 1 if isinstance(job.get("retry_count"), int) else 0
+        if isinstance(exc, ResultNotJSON) and limit is not None:
+            # The handler ran and succeeded: running it again for a result it
+            # cannot store would repeat its work. Filed dead, the error saying why.
+            limit = 0
+        misfit = _misfit(job, exc, function)
+        if misfit is not None and limit is not None:
+            # Arguments that do not fit the handler (an older client, an enqueue
+            # by name) fit no better on a retry: straight to dead, said once.
+            limit = 0
+            self._log.warning("jid=%s: %s: buried in dead, not retried", job.get("jid"), misfit)
+        count = next_retry_count(job)
         job = dict(job)
         job.pop("suspect", None)  # it failed by itself: its retry needn't run alone
-        message = str(exc) or repr(exc)
+        message = misfit or str(exc) or repr(exc)
         job["error_class"] = error_class_name(exc)
         job["error_message"] = message[: self._settings.error_message_max]
         if "failed_at" in job:
@@ -163,31 +228,53 @@ class Settler:
         else:
             job["failed_at"] = now
         job["retry_count"] = count
-        if job.get("backtrace"):
-            frames = traceback.format_exception(exc)
-            job["error_backtrace"] = "".join(frames)[-4000:]
+        self._keep_backtrace(job, exc, function, trace)
         if limit is None:
-            self._log.warning(
-                "jid=%s %s failed (%s) and has retry=False: discarded, not run again",
-                job.get("jid"),
-                job.get("class"),
-                job["error_class"],
-            )
-            return Filing(raw, str(job.get("jid", "")), None, now, b"", lock=_lock(job))
+            discard = Filing(raw, str(job.get("jid", "")), None, now, b"")
+            return discard, job, "discarded (retry=False), not run again"
         if count >= limit:
-            return Filing(
-                raw, str(job["jid"]), self._keys.dead, now, orjson.dumps(job), lock=_lock(job)
-            )
+            tries = f"{count + 1} tr{'y' if count == 0 else 'ies'}"
+            return self._dead(raw, job, now), job, f"buried in dead after {tries}"
         decision = self._ask(retry_in, count, exc, job)
         if decision == "discard":
-            self._log.warning("jid=%s: retry_in said discard: not run again", job.get("jid"))
-            return Filing(raw, str(job.get("jid", "")), None, now, b"", lock=_lock(job))
+            discard = Filing(raw, str(job.get("jid", "")), None, now, b"")
+            return discard, job, "discarded (retry_in said so), not run again"
         if decision == "dead":
-            return Filing(
-                raw, str(job["jid"]), self._keys.dead, now, orjson.dumps(job), lock=_lock(job)
-            )
+            return self._dead(raw, job, now), job, "buried in dead (retry_in said so)"
         delay = retry_backoff(count, self._rng) if decision is None else float(decision)
-        return Filing(raw, str(job["jid"]), self._keys.retry, now + delay, orjson.dumps(job))
+        retry = Filing(
+            raw,
+            str(job["jid"]),
+            self._keys.retry,
+            now + delay,
+            orjson.dumps(job),
+        )
+        return retry, job, f"retry {count + 1} of {limit} in {delay:.0f} s"
+
+    def _dead(self, raw: bytes, job: dict[str, Any], now: float) -> Filing:
+        entry = orjson.dumps(job)
+        return Filing(raw, str(job["jid"]), self._keys.dead, now, entry)
+
+    def _keep_backtrace(
+        self,
+        job: dict[str, Any],
+        exc: BaseException,
+        function: JobFunction[Any, Any] | None,
+        trace: str | None,
+    ) -> None:
+        """The entry's ``error_backtrace``: this failure's (an earlier one's never
+        stays), unless the job opted out (its ``backtrace`` option, Sidekiq's)."""
+        job.pop("error_backtrace", None)
+        option = job.get("backtrace")
+        if option is None and function is not None:
+            option = function.defaults.backtrace
+        default = self._settings.error_backtrace_frames
+        frames = backtrace_frames(option, default)
+        if frames is None:
+            return
+        kept = trace if frames == default else self._trace(exc, frames)
+        if kept is not None:
+            job["error_backtrace"] = kept
 
     def _ask(
         self, retry_in: RetryIn | None, count: int, exc: BaseException, job: dict[str, Any]
@@ -201,7 +288,11 @@ class Settler:
             return None
         if decision in ("discard", "dead") or decision is None:
             return decision
-        if isinstance(decision, int | float) and decision >= 0:
+        if (
+            isinstance(decision, int | float)
+            and not isinstance(decision, bool)
+            and 0 <= decision <= MAX_DURATION
+        ):
             return decision
         self._log.error(
             "jid=%s: retry_in returned %r: using the default backoff", job["jid"], decision
@@ -213,15 +304,19 @@ class Settler:
         counted = "" if self._settings.metrics_history else None
         return Filing(raw, "", self._keys.dead, time.time(), entry, counted)
 
-    async def file(self, filing: Filing) -> None:
-        """File now, or keep it pending if Redis refuses; never raises (but cancellation)."""
+    async def file(self, filing: Filing) -> bool:
+        """File now, or keep it pending if Redis refuses; never raises (but cancellation).
+
+        True when a retry was settled as aborted instead: an abort answered
+        "cancelling" landed while it was being filed (its tombstone)."""
         sent = time.monotonic()
         try:
-            await self._file(filing)
+            outcome = await self._file(filing)
         except Exception as exc:  # noqa: BLE001 - whatever failed, the job stays ours to file
             self._keep_pending(filing, exc)
-        else:
-            self._failures.succeeded(sent)
+            return False
+        self._failures.succeeded(sent)
+        return outcome is FileOutcome.ABORTED
 
     def _keep_pending(self, filing: Filing, exc: Exception) -> None:
         """Keep a filing Redis refused for reconciliation; named once, when it is first kept."""
@@ -245,11 +340,11 @@ class Settler:
 
     def aborted_filing(self, raw: bytes, job: dict[str, Any]) -> Filing:
         """The settlement of a job aborted here: off the list, counted, not retried,
-        its lock (unique or periodic running) released in the same step."""
-        lock = _lock(job) or running_lock(job, self._keys)
-        return Filing(raw, str(job["jid"]), None, time.time(), b"", aborted=True, lock=lock)
+        its holds (unique lock, periodic running lock, ...) settled in the same step."""
+        job_holds = holds.read(job, self._keys)
+        return Filing(raw, str(job["jid"]), None, time.time(), b"", aborted=True, holds=job_holds)
 
-    async def _file(self, filing: Filing) -> None:
+    async def _file(self, filing: Filing) -> FileOutcome:
         if filing.aborted:
             settled = await aborts.settle_aborted(
                 self._redis,
@@ -257,12 +352,13 @@ class Settler:
                 identity=self._identity,
                 raw=filing.raw,
                 jid=filing.jid,
-                lock=filing.lock,
+                holds=filing.holds,
                 listed=self._listed,
             )
             if not settled:
                 self.note_duplicate(filing.jid)
-            return
+                return FileOutcome.GONE
+            return FileOutcome.FILED
         filed = await commands.file(
             self._redis,
             self._keys,
@@ -272,8 +368,15 @@ class Settler:
             dead_timeout=self._settings.dead_timeout,
             listed=self._listed,
         )
-        if not filed:
+        if filed is FileOutcome.GONE:
             self.note_duplicate(filing.jid)
+        elif filed is FileOutcome.ABORTED:
+            self._log.warning(
+                "jid=%s was aborted while its failure was being filed: filed as aborted, "
+                "not retried",
+                filing.jid,
+            )
+        return filed
 
     def note_duplicate(self, jid: str) -> None:
         self.duplicates_suspected += 1
@@ -300,8 +403,10 @@ class Settler:
         for raw, filing in list(self.pending.items()):
             if filing.target is None:
                 finished.append(raw)  # retry=False: dropping it is its settlement
-                if filing.lock and filing.lock_ttl is None and self.releases is not None:
-                    self.releases.defer(Release(filing.lock, filing.jid))  # handed over next
+                if self.releases is not None:  # its holds' releases are handed over next
+                    event = commands.filing_event(filing, self._keys)
+                    for hold in released(filing.holds, event):
+                        self.releases.defer(Release(hold.key, hold.owner))
                 continue
             try:
                 await commands.park_unsettled(

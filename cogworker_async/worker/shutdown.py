@@ -2,7 +2,9 @@
 
 Invariant: after a clean stop, every job this process fetched is either
 settled (acked or filed), handed over to ``<ns>:unsettled``, back on its
-queue, or still on the in-progress list where orphan recovery will find it:
+queue, or still on the in-progress list where orphan recovery will find it
+(basic fetch has no list: what is not settled goes back to its queue, pushed
+once, ``give_back_at_stop``):
 only if Redis refused even that, or if its handler's thread was left still
 running (a second stop; a thread can't be stopped, and requeued it would run
 twice at once). A finished job whose ack failed is
@@ -18,6 +20,7 @@ from collections.abc import Sequence
 import anyio
 from redis.asyncio import Redis
 
+from cogworker_async.holds import Event, released
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
 from cogworker_async.store import commands, orphans
@@ -42,10 +45,13 @@ async def finish(
     logger: logging.Logger,
     still_running: Sequence[bytes] = (),
     releases: DeferredReleases | None = None,
+    interrupted: Sequence[bytes] = (),
 ) -> None:
     """``still_running``: jobs whose thread was left running (threads can't be
     stopped). Kept on the list, not requeued, so they can't run twice at once;
-    orphan recovery requeues them once this process's heartbeat has lapsed."""
+    orphan recovery requeues them once this process's heartbeat has lapsed.
+    ``interrupted``: jobs the stop cancelled unsettled (on the list anyway in
+    reliable fetch; basic fetch gives them back)."""
     list_empty = False
     with anyio.move_on_after(FINISH_BOUND):
         unacked = fetcher.take_pending_acks()
@@ -56,11 +62,11 @@ async def finish(
             except Exception as exc:  # noqa: BLE001 - shutdown goes on whatever failed
                 logger.warning("final ack failed (%s): dropping them with the requeue", exc)
                 if releases is not None:
-                    # They ran: their locks (unique, periodic) go, later or by the
-                    # next worker.
+                    # They ran: what they hold (unique, periodic locks) goes, later
+                    # or by the next worker.
                     for ack in unacked:
-                        if ack.lock:
-                            releases.defer(Release(ack.lock, ack.jid))
+                        for hold in released(ack.holds, Event.ACK):
+                            releases.defer(Release(hold.key, hold.owner))
         await settler.settle_pending()
         discarded, keep = await settler.hand_over_pending()
         keep = [*keep, *still_running]
@@ -81,6 +87,7 @@ async def finish(
             list_empty = result is not None and not keep and result.failed == 0
         else:
             list_empty = True
+            await _give_back_unlisted(fetcher, [*interrupted, *keep], still_running, logger)
     heartbeat.stop()
     try:
         left = await anyio.to_thread.run_sync(heartbeat.deregister)
@@ -89,6 +96,30 @@ async def finish(
     except Exception as exc:  # noqa: BLE001 - the keys expire by themselves anyway
         logger.warning("could not remove heartbeat keys (%s); they expire by themselves", exc)
     logger.info("worker %s stopped", identity)
+
+
+async def _give_back_unlisted(
+    fetcher: Fetcher,
+    unsettled: Sequence[bytes],
+    still_running: Sequence[bytes],
+    logger: logging.Logger,
+) -> None:
+    """Basic fetch: no list to requeue, so every job still ours goes back to its queue
+    (held ahead, cut off by the stop, a failure that could not even be handed over),
+    except those whose thread still runs (it would run twice at once)."""
+    running = set(still_running)
+    done = False
+    try:
+        refused = await fetcher.give_back_at_stop([j for j in unsettled if j not in running])
+        done = True
+    finally:
+        if not done:
+            logger.error(
+                "basic fetch: the jobs held here could not all be given back before the stop's "
+                "bound (Redis unreachable?): those not pushed are lost (there is no list)"
+            )
+    for raw in refused:
+        logger.error("job could not be given back (its queue key refused it): %.300r", raw)
 
 
 async def _sources(

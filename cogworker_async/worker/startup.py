@@ -10,12 +10,13 @@ socket timeout.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import anyio
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
+from cogworker_async.periodic_entry import Entry
 from cogworker_async.settings import Settings
 from cogworker_async.store.connection import server_version
 from cogworker_async.store.faults import OutageLog, is_outage
@@ -115,3 +116,31 @@ async def first_beat(
         outage.succeeded()
         return True
     return False
+
+
+def log_started(
+    log: logging.Logger, identity: str, settings: Settings, *, reliable: bool, job_types: int
+) -> None:
+    """The one line that says a worker runs, and how."""
+    log.info(
+        "worker %s started: %d processors, queues %s, %s fetch, %d job types",
+        identity,
+        settings.concurrency,
+        ",".join(settings.queues),
+        "reliable" if reliable else "basic",
+        job_types,
+    )
+
+
+def periodic_entries(given: Iterable[Entry], declared: Iterable[Entry]) -> list[Entry]:
+    """Every worker ticks these (a slot's claim decides who pushes): the entries
+    given to the worker and those declared with ``@periodic`` on its jobs, the
+    same entry given both ways counted once. Names must be unique."""
+    entries: list[Entry] = []
+    for entry in [*given, *declared]:
+        if entry not in entries:
+            entries.append(entry)
+    names = [e.name for e in entries]
+    if len(set(names)) != len(names):
+        raise ValueError(f"periodic entry names must be unique, got {names}")
+    return entries

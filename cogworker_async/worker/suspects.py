@@ -46,7 +46,11 @@ class Suspects:
         concurrency: int,
         logger: logging.Logger,
         alone_wait: float | None = None,
+        on_cut_off: Callable[[bytes, BaseException], None] = lambda raw, exc: None,
     ) -> None:
+        # Told of a suspect the shutdown cancelled while it waited to run (see
+        # Processors.interrupted); once running, the processor tells itself.
+        self._on_cut_off = on_cut_off
         self._fetcher = fetcher
         self._settler = settler
         self._running = running  # the processors' own dict: what runs now
@@ -88,6 +92,9 @@ class Suspects:
             return
         self._taken += 1
         self._fetcher.isolate(True)
+        # Where a cancellation finds it: waiting (cut off: noted), being given back
+        # (the give back knows), or running (the processor knows).
+        waiting = True
         try:
             async with self._lock:
                 if self._concurrency == 1:
@@ -107,7 +114,10 @@ class Suspects:
                     # Only jobs still running make it give up: the rest (a
                     # blocking wait, acks, filings) clear by themselves soon.
                     if self._running and time.monotonic() >= deadline:
-                        if await self._fetcher.give_back(raw):
+                        waiting = False
+                        given = await self._fetcher.give_back(raw)
+                        waiting = True
+                        if given:
                             self._fetcher.decline_suspects(self._alone_wait)
                             self._log.info(
                                 "suspect given back to its queue: this process was not "
@@ -121,10 +131,15 @@ class Suspects:
                     with anyio.move_on_after(0.05):
                         await self.quiet.wait()
                 self.none_running.clear()
+                waiting = False
                 try:
                     await self._process(slot, raw)
                 finally:
                     self.none_running.set()
+        except BaseException as exc:  # why: re-raised; a stop's cut is only noted
+            if waiting:
+                self._on_cut_off(raw, exc)
+            raise
         finally:
             self._taken -= 1
             self._fetcher.isolate(False)

@@ -2,9 +2,14 @@
 
 Only a job that asks (its payload's ``status`` / ``keep_result``, its
 registered job's options, or the settings) comes here: the processor's plain
-path pays one flag check. Status writes are best-effort tasks (they never fail
-nor delay the job); a result is written before the job is acknowledged, so a
-waiter that sees the job gone sees its result, and a Redis error writing it is
+path pays one flag check. Status writes are best-effort (they never fail the
+job). The ``working`` write rides the fetcher's next call (``Start``, never
+awaited), written there unless the hash already says this run's end (calls
+go on several connections). A success's result and final status ride its
+ack (``End``, written by ``includes/acked_ends.lua`` in the step that
+removes the job from the in-progress list), so a waiter that sees the job
+gone sees its result, and the worker pays no round trip per job for them. A
+failure's end (rare) is written before its filing, as before. A Redis error writing a result is
 logged (once per episode) and the job still succeeds: it ran, and running it
 again for its result would be worse.
 """
@@ -14,15 +19,21 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
-from cogworker_async.client import tracking
+from redis.exceptions import ResponseError
+
+from cogworker_async.client import results, tracking
 from cogworker_async.errors import ResultNotJSON
 from cogworker_async.jobs import JobFunction
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
-from cogworker_async.store.commands import Filing
+from cogworker_async.store.commands import End, Filing, Start, status_json
 from cogworker_async.store.faults import FailureLog
+from cogworker_async.store.status import NO_PROGRESS
+from cogworker_async.worker.progress import ProgressWriter
+from cogworker_async.worker.settlement import next_retry_count
 
 Function = JobFunction[Any, Any] | None
 
@@ -30,7 +41,14 @@ Function = JobFunction[Any, Any] | None
 class Tracker:
     """Status writes and kept results for the jobs that ask for them."""
 
-    def __init__(self, redis: Any, keys: Keys, settings: Settings, logger: logging.Logger) -> None:
+    def __init__(
+        self,
+        redis: Any,
+        keys: Keys,
+        settings: Settings,
+        logger: logging.Logger,
+        on_wrong_key: Callable[[str], None] | None = None,
+    ) -> None:
         self._redis = redis
         self._keys = keys
         self._all_status = settings.status_tracking
@@ -38,9 +56,20 @@ class Tracker:
         # Read by the processor on every job: True when every job is tracked.
         self.all = bool(settings.status_tracking or settings.keep_result)
         self._message_max = settings.error_message_max
-        self.status = tracking.StatusWriter(redis, keys, settings.status_ttl, logger)
+        self.status = tracking.StatusWriter(
+            redis, keys, settings.status_ttl, logger, on_wrong_key=on_wrong_key
+        )
+        # current_job().progress() of the running jobs that track status.
+        self.progress = ProgressWriter(self.status)
         self._failures = FailureLog("Result", logger)
-        # slot -> the job's "working" write, which its final write waits for.
+        # Hands a "working" write to the fetcher, to ride its next call (set by
+        # the processors).
+        self.send_start: Callable[[Start], None] | None = None
+        # Takes a job's "working" write back while it still waits (the end writes
+        # both fields at once: a short job pays one status write, not two).
+        self.take_start: Callable[[str], Start | None] | None = None
+        # slot -> the job's "working" write (when sent on its own), which its
+        # final write waits for.
         self._working: dict[int, asyncio.Task[None]] = {}
 
     def wants_status(self, job: dict[str, Any], function: Function) -> bool:
@@ -69,32 +98,88 @@ class Tracker:
             "updated_at": started,
             "retry_count": job.get("retry_count", 0),
         }
-        task = self.status.write(str(job["jid"]), fields)
+        if "retry_count" in job:  # a retry: its last try's progress is not this one's
+            fields.update(NO_PROGRESS)
+        jid = str(job["jid"])
+        if self.send_start is not None:
+            self.send_start(Start(jid, fields, started, self.status.ttl))
+            self.progress.begin(jid, None)
+            return
+        task = self.status.write(jid, fields)
         if task is not None:
             self._working[slot] = task
+        self.progress.begin(jid, task)
+
+    def ends_failed(self, failures: list[tuple[str, str]]) -> None:
+        """Writes the fetcher's calls could not make: a result's is the job's
+        result lost (logged), a status's a status write's failure."""
+        for key, error in failures:
+            if key.startswith(self._keys.result("")):
+                self._failures.failed(ResponseError(error))
+            else:
+                self.status.report(key, error)
+
+    def success_end(
+        self, slot: int, job: dict[str, Any], function: Function, value: Any
+    ) -> End | None:
+        """A success's result and final status as its ack writes them (``End``; None
+        when it keeps neither); raises ``ResultNotJSON`` (the job's failure). The
+        job's ``working`` write rode a fetch (``Start``): written only if it lands
+        before this end, so no wait."""
+        # The progress still waiting goes with the final status (first: an
+        # unstorable result below is this job's end too).
+        _, progress = self.progress.finish(str(job["jid"]), self._working.pop(slot, None))
+        envelope = self._success_envelope(job, function, value)
+        keep = self.keep_for(job, function) if envelope else None
+        status = b""
+        if self.wants_status(job, function):
+            now = time.time()
+            final: dict[str, Any] = {"state": "complete", "finished_at": now, "updated_at": now}
+            waiting = None if self.take_start is None else self.take_start(str(job["jid"]))
+            if waiting is not None:
+                final = {**waiting.fields, **final}
+            if progress is not None:
+                final.update(progress)
+            status = status_json(final)
+        if keep is None and not status:
+            return None
+        result_ttl, gone_ttl = (0, 0) if keep is None else results.result_ttls(keep)
+        return End(
+            str(job["jid"]),
+            status,
+            self.status.ttl,
+            envelope or b"",
+            result_ttl,
+            gone_ttl,
+        )
+
+    def _success_envelope(
+        self, job: dict[str, Any], function: Function, value: Any
+    ) -> bytes | None:
+        keep = self.keep_for(job, function)
+        if keep is None:
+            return None
+        try:
+            return results.encode_success(value)
+        except (TypeError, ValueError) as exc:
+            # Filed dead by the settler (never retried: the handler succeeded).
+            raise ResultNotJSON(
+                f"{job['class']} returned {type(value).__name__}, which is not JSON "
+                f"(it keeps its result; the argument rule applies): {exc}"
+            ) from None
 
     async def succeeded(
         self, slot: int, job: dict[str, Any], function: Function, value: Any
     ) -> None:
-        """Keep the result (raises ``ResultNotJSON``: the job's failure), say complete."""
-        keep = self.keep_for(job, function)
-        if keep is not None:
-            try:
-                envelope = tracking.encode_success(value)
-            except TypeError as exc:
-                raise ResultNotJSON(
-                    f"{job['class']} returned {type(value).__name__}, which is not JSON "
-                    f"(it keeps its result): {exc}"
-                ) from None
-            await self._store(job, envelope, keep)
-        after = self._working.pop(slot, None)
+        """Keep the result (raises ``ResultNotJSON``: the job's failure), say complete,
+        before the ack (basic fetch, whose ack carries no end: ``success_end``)."""
+        envelope = self._success_envelope(job, function, value)
+        keep = self.keep_for(job, function) if envelope else None
+        fields = None
         if self.wants_status(job, function):
             now = time.time()
-            self.status.write(
-                str(job["jid"]),
-                {"state": "complete", "finished_at": now, "updated_at": now},
-                after=after,
-            )
+            fields = {"state": "complete", "finished_at": now, "updated_at": now}
+        await self._end(slot, job, fields, envelope, keep)
 
     async def failed(
         self,
@@ -105,16 +190,18 @@ class Tracker:
         filing: Filing,
     ) -> None:
         """Say retrying, dead or failed (discarded); keep a terminal failure for waiters."""
-        after = self._working.pop(slot, None)
         error_class = type(exc).__name__
         message = (str(exc) or repr(exc))[: self._message_max]
         terminal = filing.target is None or filing.target == self._keys.dead
+        fields: dict[str, Any] | None = None
         if self.wants_status(job, function):
             now = time.time()
-            fields: dict[str, Any] = {
+            fields = {
                 "error_class": error_class,
                 "error_message": message,
                 "updated_at": now,
+                # As the filed entry says (and the UI shows it): the index of this failure.
+                "retry_count": next_retry_count(job),
             }
             if filing.target is None:
                 fields.update(state="failed", finished_at=now)
@@ -122,31 +209,53 @@ class Tracker:
                 fields.update(state="dead", finished_at=now)
             else:
                 fields.update(state="retrying", run_at=filing.score)
-            self.status.write(str(job["jid"]), fields, after=after)
-        if terminal:
-            keep = self.keep_for(job, function)
-            if keep is not None:
-                await self._store(job, tracking.encode_failure(error_class, message), keep)
+        keep = self.keep_for(job, function) if terminal else None
+        envelope = None if keep is None else results.encode_failure(error_class, message)
+        await self._end(slot, job, fields, envelope, keep)
 
     async def aborted(self, slot: int, job: dict[str, Any], function: Function) -> None:
         """Say aborted; its result waiters hear ``JobAborted``."""
-        after = self._working.pop(slot, None)
+        fields = None
         if self.wants_status(job, function):
             now = time.time()
             fields = {"state": "aborted", "finished_at": now, "updated_at": now}
-            self.status.write(str(job["jid"]), fields, after=after)
         keep = self.keep_for(job, function)
+        envelope = None
         if keep is not None:
-            envelope = tracking.encode_failure(tracking.ABORTED, "aborted while it ran")
-            await self._store(job, envelope, keep)
+            envelope = results.encode_failure(results.ABORTED, "aborted while it ran")
+        await self._end(slot, job, fields, envelope, keep)
 
-    async def _store(self, job: dict[str, Any], envelope: bytes, keep: float) -> None:
+    async def _end(
+        self,
+        slot: int,
+        job: dict[str, Any],
+        fields: dict[str, Any] | None,
+        envelope: bytes | None,
+        keep: float | None,
+    ) -> None:
+        """Write a job's end: its status alone in the background (best effort), or
+        with its result in one ``MULTI``, so whoever reads the result then reads the
+        final status too (``status`` right after ``result()`` says complete)."""
+        jid = str(job["jid"])
+        # After its last progress write, if any; the progress still waiting goes with it.
+        after, progress = self.progress.finish(jid, self._working.pop(slot, None))
+        if progress is not None and fields is not None:
+            fields.update(progress)
+        if envelope is None or keep is None:
+            if fields is not None:
+                self.status.write(jid, fields, after=after)
+            return
         sent = time.monotonic()
         try:
             async with asyncio.timeout(tracking.STATUS_WRITE_TIMEOUT):
-                await tracking.store_result(
-                    self._redis, self._keys, str(job["jid"]), envelope, keep
-                )
+                if after is not None and not after.done():
+                    # Its "working" lands first (bounded by its own timeout).
+                    await asyncio.wait([after])
+                pipe = self._redis.pipeline(transaction=True)  # a waiter never sees half
+                if fields is not None:
+                    self.status.queue(pipe, jid, fields)
+                results.queue_result(pipe, self._keys, jid, envelope, keep)
+                await pipe.execute()
         except Exception as exc:  # noqa: BLE001 - the job ran; its result is what is lost
             self._failures.failed(exc)
         else:

@@ -1,6 +1,10 @@
 """Filing what stopping processes handed over in ``<ns>:unsettled``.
 
 Each record names where its job goes (retry or dead), when, and the payload.
+A job an abort was answered for ("cancelling", while it ran) is filed as
+aborted instead of into retry (``file_unsettled.lua`` reads its tombstone);
+one aborted while its record waits here is taken off by the abort itself
+(``abort_unsettled.lua``).
 Records are validated: one that can't be filed (unreadable, fields missing, a
 target that isn't ours) is moved aside to quarantine for a human, with a log
 line, instead of stopping every pass at it and everything behind it.
@@ -46,20 +50,40 @@ async def file_unsettled(
             await _quarantine(redis, keys, raw, logger)
             continue
         target = keys.retry if record["set"] == "retry" else keys.dead
-        if await commands.file_unsettled(
+        outcome = await commands.file_unsettled(
             redis,
             keys,
             record=raw,
             target=target,
-            jid=str(record.get("jid", "")),
+            jid=_jid(record),
             score=float(record["score"]),
             entry=record["payload"].encode(),
             counted=_name(record["payload"]) if history else None,
-            release=_release(record),
-        ):
+        )
+        if outcome is commands.FileOutcome.ABORTED:
+            filed += 1
+            logger.info(
+                "handed-over failure jid=%s was aborted: filed as aborted, not into %s",
+                record.get("jid"),
+                record["set"],
+            )
+        elif outcome:
             filed += 1
             logger.info("filed handed-over failure jid=%s in %s", record.get("jid"), record["set"])
     return filed
+
+
+def _jid(record: dict[str, Any]) -> str:
+    """The record's jid: its own field, else its payload's ("" when neither has one)."""
+    jid = record.get("jid")
+    if isinstance(jid, str) and jid:
+        return jid
+    try:
+        job = orjson.loads(record["payload"])
+    except orjson.JSONDecodeError:
+        return ""
+    found = job.get("jid") if isinstance(job, dict) else None
+    return found if isinstance(found, str) else ""
 
 
 def _name(entry: str) -> str:
@@ -70,19 +94,6 @@ def _name(entry: str) -> str:
         return ""
     name = job.get("class") if isinstance(job, dict) else None
     return name if isinstance(name, str) else ""
-
-
-def _release(record: dict[str, Any]) -> tuple[str, str] | None:
-    """The unique lock a dead record releases when filed (``[key, jid]``), if any."""
-    pair = record.get("release")
-    if (
-        record["set"] == "dead"
-        and isinstance(pair, list)
-        and len(pair) == 2
-        and all(isinstance(part, str) and part for part in pair)
-    ):
-        return (pair[0], pair[1])
-    return None
 
 
 async def _quarantine(redis: Redis, keys: Keys, raw: bytes, logger: logging.Logger) -> None:

@@ -18,7 +18,7 @@ import logging
 import os
 import random
 import socket
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -29,24 +29,18 @@ from cogworker_async.jobs import JobRegistry, JobSpec
 from cogworker_async.keys import Keys
 from cogworker_async.middleware import ServerMiddleware
 from cogworker_async.periodic.entries import Entry
-from cogworker_async.periodic.ticker import Ticker
 from cogworker_async.settings import Settings
 from cogworker_async.store.connection import connect, discovered
-from cogworker_async.unique.releases import DeferredReleases
-from cogworker_async.worker.abort_listener import AbortWatcher
-from cogworker_async.worker.assembly import build_parts
+from cogworker_async.worker import startup
+from cogworker_async.worker.assembly import Parts, build_parts
+from cogworker_async.worker.blocking import wait_name
 from cogworker_async.worker.duties import start_duties
-from cogworker_async.worker.fetcher import Fetcher
-from cogworker_async.worker.heartbeat import Heartbeat
-from cogworker_async.worker.keyguard import KeyGuard
+from cogworker_async.worker.heap import freeze_start_up_heap
 from cogworker_async.worker.lifespan import Lifespan, LifespanRunner
+from cogworker_async.worker.parts_view import PartsView
 from cogworker_async.worker.processor import Processors
-from cogworker_async.worker.reconcile import Reconciler
-from cogworker_async.worker.recovery import Recovery
-from cogworker_async.worker.settlement import Settler
 from cogworker_async.worker.shutdown import finish
 from cogworker_async.worker.signals import stop_on_signals
-from cogworker_async.worker.startup import first_beat, guard_keys_at_boot, resolve_reliable
 
 log = logging.getLogger("cogworker_async.worker")
 
@@ -55,14 +49,11 @@ log = logging.getLogger("cogworker_async.worker")
 ENTER_WAIT = 2.0
 
 
-RELEASE_INTERVAL = 5.0  # s between passes of the deferred unique-lock releases
-
-
 def new_identity() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{os.urandom(3).hex()}"
 
 
-class Worker:
+class Worker(PartsView):
     """Runs jobs from Redis. ``await worker.run()``, or ``async with worker:`` beside an app."""
 
     def __init__(
@@ -73,7 +64,7 @@ class Worker:
         middleware: Sequence[ServerMiddleware] = (),
         logger: logging.Logger | None = None,
         handle_signals: bool | None = None,
-        lifespan: Lifespan | None = None,
+        lifespan: Lifespan[Worker] | None = None,
         periodic: Sequence[Entry] = (),
     ) -> None:
         """``handle_signals``: turn SIGTERM/SIGINT into ``stop()`` while the worker runs
@@ -108,27 +99,12 @@ class Worker:
         # Cancelled by stop() while start-up waits for Redis (see _start_up).
         self._start_up_scope: anyio.CancelScope | None = None
         self._task_group: TaskGroup | None = None
-        self.processors: Processors | None = None
-        self.fetcher: Fetcher | None = None
-        self.settler: Settler | None = None
-        self.heartbeat: Heartbeat | None = None
-        self.releases: DeferredReleases | None = None
-        self.recovery: Recovery | None = None
-        self.reconciler: Reconciler | None = None
-        self.key_guard: KeyGuard | None = None
-        self._lifespan: LifespanRunner | None = None  # entered, not yet exited
-        # Periodic entries: every worker ticks them; a slot's claim decides who pushes.
-        # Given here, or declared with @periodic on the jobs (the same entry given
-        # both ways counts once).
-        self.periodic: list[Entry] = []
-        for entry in [*periodic, *self.registry.schedules]:
-            if entry not in self.periodic:
-                self.periodic.append(entry)
-        names = [e.name for e in self.periodic]
-        if len(set(names)) != len(names):
-            raise ValueError(f"periodic entry names must be unique, got {names}")
-        self.ticker: Ticker | None = None
-        self.aborts: AbortWatcher | None = None
+        self.parts: Parts | None = None  # every part, built once at start-up: see assembly.Parts
+        self._lifespan: LifespanRunner[Worker] | None = None  # entered, not yet exited
+        self.periodic = startup.periodic_entries(periodic, self.registry.schedules)
+        # Set by the CLI, whose process the worker is: the start-up heap is then
+        # frozen out of the collector's passes before the first job (heap.py).
+        self.freeze_heap = False
 
     # --- control -----------------------------------------------------------
     def stop(self) -> None:
@@ -174,7 +150,8 @@ class Worker:
         tb: TracebackType | None,
     ) -> bool | None:
         self.stop()
-        assert self._task_group is not None
+        if self._task_group is None:
+            raise RuntimeError("Worker.__aexit__ without __aenter__")
         return await self._task_group.__aexit__(exc_type, exc, tb)
 
     async def _run_beside(self) -> None:
@@ -208,7 +185,7 @@ class Worker:
 
         settings = self.settings
         redis = connect(settings, max_connections=None)
-        blocking = connect(settings, max_connections=2)
+        blocking = connect(settings, max_connections=2, client_name=wait_name(self.identity))
         try:
             for client in (redis, blocking):
                 await discovered(client, settings.socket_timeout)
@@ -224,32 +201,37 @@ class Worker:
     async def _serve(self, redis: Any, blocking: Any, announce: Callable[[], None]) -> None:
         settings = self.settings
         try:
-            if not await self._start_up(redis, blocking, announce):
+            parts = await self._start_up(redis, blocking, announce)
+            if parts is None:
                 return
-            assert self.fetcher is not None
-            assert self.heartbeat is not None
-            self.heartbeat.start()
+            parts.heartbeat.start()
             if not await self._open_lifespan():
                 return
-            self.log.info(
-                "worker %s started: %d processors, queues %s, %s fetch, %d job types",
+            if self.freeze_heap:
+                # Here: after every import, the lifespan and the connections.
+                freeze_start_up_heap()
+            startup.log_started(
+                self.log,
                 self.identity,
-                settings.concurrency,
-                ",".join(settings.queues),
-                "reliable" if self._reliable else "basic",
-                len(self.registry),
+                settings,
+                reliable=self._reliable,
+                job_types=len(self.registry),
             )
             async with anyio.create_task_group() as duties:
-                duties.start_soon(self.fetcher.batch_loop)
-                duties.start_soon(self.fetcher.block_loop)
-                self._start_duties(duties, redis)
+                duties.start_soon(parts.fetcher.batch_loop)
+                duties.start_soon(parts.fetcher.block_loop)
+                start_duties(duties, parts)
                 async with anyio.create_task_group() as procs:
                     self._processors_alive = settings.concurrency
                     for slot in range(settings.concurrency):
-                        procs.start_soon(self._processor, slot)
-                    procs.start_soon(self._watch_for_stop, procs)
+                        procs.start_soon(self._processor, parts.processors, slot)
+                    procs.start_soon(self._watch_for_stop, procs, parts)
                     self._started.set()
                     announce()
+                # No call out may land after the requeue (or, basic fetch, take its jobs along).
+                await parts.fetcher.calls_landed(
+                    settings.fetch_idle_max_interval + settings.socket_timeout
+                )
                 duties.cancel_scope.cancel()
         finally:
             with anyio.CancelScope(shield=True):
@@ -281,8 +263,11 @@ class Worker:
         self._start_up_scope = None
         return self._lifespan is not None
 
-    async def _start_up(self, redis: Any, blocking: Any, announce: Callable[[], None]) -> bool:
-        """Resolve the fetch mode, build the parts, beat once; False when ``stop()`` came first.
+    async def _start_up(
+        self, redis: Any, blocking: Any, announce: Callable[[], None]
+    ) -> Parts | None:
+        """Resolve the fetch mode, build the parts, beat once: the parts, or None when
+        ``stop()`` came first.
 
         Every step may wait for Redis (an outage, or a link that stalls until
         its socket timeout), so the whole start-up is one cancel scope that
@@ -291,117 +276,34 @@ class Worker:
         """
         settings = self.settings
         if self._stopping.is_set():
-            return False
+            return None
         beaten = False
         with anyio.CancelScope() as self._start_up_scope:
-            self._reliable = await resolve_reliable(
+            self._reliable = await startup.resolve_reliable(
                 redis, settings, self._stopping, self.log, on_outage=announce
             )
             if not self._stopping.is_set():
-                self._build(redis, blocking)
-                assert self.key_guard is not None
-                assert self.heartbeat is not None
+                parts = self.parts = build_parts(
+                    redis,
+                    blocking,
+                    settings,
+                    self.keys,
+                    identity=self.identity,
+                    registry=self.registry,
+                    middleware=self.middleware,
+                    logger=self.log,
+                    rng=self._rng,
+                    reliable=lambda: self._reliable,
+                    on_signal=self.remote_signal,
+                    periodic=self.periodic,
+                )
                 # Before the first beat: a wrong-typed heartbeat key would fail it.
-                await guard_keys_at_boot(self.key_guard, settings, self.log)
-                beaten = await first_beat(
-                    self.heartbeat, self._stopping, self.log, on_outage=announce
+                await startup.guard_keys_at_boot(parts.key_guard, settings, self.log)
+                beaten = await startup.first_beat(
+                    parts.heartbeat, self._stopping, self.log, on_outage=announce
                 )
         self._start_up_scope = None
-        return beaten
-
-    def _build(self, redis: Any, blocking: Any) -> None:
-        parts = build_parts(
-            redis,
-            blocking,
-            self.settings,
-            self.keys,
-            identity=self.identity,
-            registry=self.registry,
-            middleware=self.middleware,
-            logger=self.log,
-            rng=self._rng,
-            reliable=lambda: self._reliable,
-            known_jobs=self._known_jobs,
-            on_signal=self.remote_signal,
-        )
-        self.key_guard, self.settler, self.fetcher = parts.key_guard, parts.settler, parts.fetcher
-        self.processors, self.heartbeat = parts.processors, parts.heartbeat
-        self.releases = parts.releases
-
-    def _start_duties(self, duties: TaskGroup, redis: Any) -> None:
-        settings = self.settings
-        assert self.settler is not None
-        assert self.fetcher is not None
-        assert self.key_guard is not None
-        self.recovery = Recovery(
-            redis, self.keys, settings, identity=self.identity, logger=self.log
-        )
-        self.reconciler = Reconciler(
-            redis,
-            self.keys,
-            self.settler,
-            identity=self.identity,
-            default_queue=settings.queue_specs[0].name,
-            known=self._known_jobs,
-            fetching_since=self.fetcher.fetching_since,
-            reliable=lambda: self._reliable,
-            logger=self.log,
-        )
-        start_duties(
-            duties,
-            redis=redis,
-            keys=self.keys,
-            settings=settings,
-            rng=self._rng,
-            logger=self.log,
-            recovery=self.recovery if self._reliable else None,
-            reconciler=self.reconciler,
-            key_guard=self.key_guard,
-            extra=[
-                *self._periodic_duty(redis),
-                *self._abort_duties(duties, redis),
-                *self._release_duty(),
-            ],
-        )
-
-    def _abort_duties(
-        self, duties: TaskGroup, redis: Any
-    ) -> list[tuple[str, Callable[[], Awaitable[object]], Callable[[], float]]]:
-        """The abort listener, and the tombstone check that goes with each beat."""
-        assert self.processors is not None
-        self.aborts = AbortWatcher(
-            redis, self.keys, self.settings, self.processors, logger=self.log, rng=self._rng
-        )
-        duties.start_soon(self.aborts.listen, name="Abort listener")
-        interval = self.settings.heartbeat_interval
-        return [("Abort check", self.aborts.check_once, lambda: interval)]
-
-    def _periodic_duty(
-        self, redis: Any
-    ) -> list[tuple[str, Callable[[], Awaitable[object]], Callable[[], float]]]:
-        if not self.periodic:
-            return []
-        self.ticker = Ticker(redis, self.keys, self.periodic, self.log)
-        return [("Periodic ticker", self.ticker.tick, self.ticker.interval)]
-
-    def _release_duty(
-        self,
-    ) -> list[tuple[str, Callable[[], Awaitable[object]], Callable[[], float]]]:
-        # Failed unique-lock releases, and those stopped workers handed over.
-        assert self.releases is not None
-        interval = min(RELEASE_INTERVAL, self.settings.orphan_check_interval)
-        return [("Unique releases", self.releases.once, lambda: interval)]
-
-    def _known_jobs(self) -> list[bytes]:
-        """Every in-progress job this process holds in memory (see Reconciler)."""
-        assert self.processors is not None
-        assert self.fetcher is not None
-        assert self.settler is not None
-        known = list(self.processors.claimed.values())
-        known.extend(self.fetcher.held)
-        known.extend(self.fetcher.pending_ack_raws())
-        known.extend(self.settler.pending)
-        return known
+        return self.parts if beaten else None
 
     def remote_signal(self, name: str) -> None:
         """``quiet``: stop fetching, finish what runs; ``stop``: shut down gracefully."""
@@ -420,38 +322,35 @@ class Worker:
             self.heartbeat.quiet = True
         self.log.warning("worker %s is quiet: no more fetching", self.identity)
 
-    async def _watch_for_stop(self, procs: TaskGroup) -> None:
+    async def _watch_for_stop(self, procs: TaskGroup, parts: Parts) -> None:
         await self._stopping.wait()
-        assert self.fetcher is not None
-        assert self.processors is not None
-        self.fetcher.close()
+        parts.fetcher.close()
         self.log.info(
             "worker %s stopping: waiting up to %.1f s for %d running job(s)",
             self.identity,
             self.settings.shutdown_timeout,
-            len(self.processors.running),
+            len(parts.processors.running),
         )
         with anyio.move_on_after(self.settings.shutdown_timeout):
             async with anyio.create_task_group() as waiters:
                 waiters.start_soon(self._wait_idle, waiters)
                 waiters.start_soon(self._wait_forced, waiters)
-        if self.processors.running:
+        if parts.processors.running:
             self.log.warning(
                 "cancelling %d job(s) still running; they go back on their queues",
-                len(self.processors.running),
+                len(parts.processors.running),
             )
         if not self._force.is_set():
-            self.processors.hold_threads()  # a thread can't be cancelled: wait for it
+            parts.processors.hold_threads()  # a thread can't be cancelled: wait for it
         procs.cancel_scope.cancel()
 
     async def _wait_idle(self, group: TaskGroup) -> None:
         await self._processors_done.wait()
         group.cancel_scope.cancel()
 
-    async def _processor(self, slot: int) -> None:
-        assert self.processors is not None
+    async def _processor(self, processors: Processors, slot: int) -> None:
         try:
-            await self.processors.run(slot)
+            await processors.run(slot)
         finally:
             self._processors_alive -= 1
             if self._processors_alive == 0:
@@ -462,10 +361,10 @@ class Worker:
         group.cancel_scope.cancel()
 
     async def _finish(self, redis: Any) -> None:
-        if self.fetcher is None or self.heartbeat is None or self.settler is None:
-            return
-        assert self.processors is not None
-        if self.heartbeat.last_stamp is None:
+        parts = self.parts
+        if parts is None:
+            return  # never built: nothing of this process is on Redis
+        if parts.heartbeat.last_stamp is None:
             return  # never beaten: nothing of this process is on Redis to requeue or remove
         await finish(
             redis,
@@ -473,17 +372,17 @@ class Worker:
             self.settings,
             identity=self.identity,
             reliable=self._reliable,
-            fetcher=self.fetcher,
-            settler=self.settler,
-            heartbeat=self.heartbeat,
+            fetcher=parts.fetcher,
+            settler=parts.settler,
+            heartbeat=parts.heartbeat,
             logger=self.log,
-            still_running=list(self.processors.left_running),
-            releases=self.releases,
+            still_running=list(parts.processors.left_running),
+            releases=parts.releases,
+            interrupted=list(parts.processors.interrupted),
         )
-        if self.releases is not None:
-            # Last: a discard dropped by the shutdown defers its release too.
-            with anyio.move_on_after(self.settings.socket_timeout):
-                await self.releases.close()
+        # Last: a discard dropped by the shutdown defers its release too.
+        with anyio.move_on_after(self.settings.socket_timeout):
+            await parts.releases.close()
 
 
 async def _exit_group(group: TaskGroup, exc: BaseException) -> None:

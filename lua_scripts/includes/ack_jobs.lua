@@ -1,12 +1,11 @@
---- @include release_unique
+--- @include holds
 
 -- ack_jobs(in_progress, counter_prefix, first, listed): acknowledges finished jobs
 -- (listed = false in basic mode: there is no in-progress list, only counting).
 -- Cluster: builds orphan-counter keys (counter_prefix .. jid) from a prefix inside Lua; every prefix starts with the namespace, so with a hash-tagged namespace ({cw}) each such key is in the tag's slot, like KEYS (tests/cluster/test_script_slots.py).
 --
 -- ARGV[first - 1] = count; ARGV[first .. first + count - 1] = the finished jobs,
--- each exactly as fetched; then the release block (release_acked): r, and r
--- triples (ack position, lock key, jid).
+-- each exactly as fetched; then the holds block (settle_acked_holds, below).
 -- Each job is removed from the in-progress list and, if it carries the suspect
 -- mark (requeue.lua marks a job it recovered from a dead process a second
 -- time), its orphan counter is deleted: it got to finish, so whatever crashes
@@ -94,28 +93,19 @@ local function count_processed(total_key, day_key, n, day_ttl)
   end
 end
 
--- release_acked(at, missing, listed): the release block at ARGV[at]: r, then
--- r triples (1-based ack position, lock key, jid): the lock each finished job
--- holds (an `until_executed` unique lock, or an overlap=False periodic entry's
--- running lock; both hold the jid), released (owner-checked) in the ack's step
--- — unless that ack's job was missing (recovery requeued it: it runs again and
--- keeps, or has re-taken, its lock). Returns the index just past the block.
--- Plain acks send r = 0. pcall: a lock key of the wrong type never fails the
--- acks around it.
-local function release_acked(at, missing, listed)
-  local r = tonumber(ARGV[at]) or 0
-  if r > 0 then
-    local gone = {}
-    if listed then
-      for _, position in ipairs(missing) do
-        gone[position] = true
-      end
-    end
-    for i = at + 1, at + 3 * r, 3 do
-      if not gone[tonumber(ARGV[i])] then
-        pcall(release_unique, ARGV[i + 1], ARGV[i + 2])
-      end
+-- settle_acked_holds(at, missing, listed): the holds block at ARGV[at] (see
+-- includes/holds.lua; position = the ack's 1-based place): what each finished
+-- job holds, released (or kept) as its kinds' ack rule says, in the ack's own
+-- step — unless that ack's job was missing (recovery requeued it: it runs
+-- again and keeps, or has re-taken, its holds). Plain acks send 0. Returns the
+-- index just past the block.
+local function settle_acked_holds(at, missing, listed)
+  local gone = nil
+  if listed and #missing > 0 then
+    gone = {}
+    for _, position in ipairs(missing) do
+      gone[position] = true
     end
   end
-  return at + 1 + 3 * r
+  return settle_holds(at, gone)
 end

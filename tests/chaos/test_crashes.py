@@ -70,6 +70,7 @@ def test_orphans_of_a_killed_worker_are_recovered_by_a_live_one(
                 proc.kill()
 
 
+@pytest.mark.timeout(240)  # above the sum of its waits: they fail first, clearly
 def test_jobs_recovered_after_one_crash_run_at_full_concurrency(
     settings: Settings, sync_client: sync_redis.Redis, keys: Keys
 ) -> None:

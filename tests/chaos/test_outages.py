@@ -50,7 +50,7 @@ def durable_settings(durable_redis: EmbeddedRedis, namespace: str) -> Settings:
 
 
 @pytest.mark.anyio
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)  # above the sum of its waits (125 s)
 async def test_redis_stopped_under_load_every_job_completes_outage_logged_once(
     durable_redis: EmbeddedRedis, durable_settings: Settings, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -208,3 +208,89 @@ def test_gitlab_style_kill_half_stop_half_lose_nothing(
         print(f"recovered in {recovered_in:.1f} s, {duplicates} duplicate(s)")
     finally:
         _stop_workers(workers + fresh)
+
+
+# The tightest setting the validator accepts for a 1 s beat and a 2.5 s presence TTL:
+# orphan_threshold = heartbeat_ttl + 2 x heartbeat_interval + 0.5 s. (With the
+# threshold the old rule accepted, 2.6 s, this test ran the job twice after a
+# 1.3 s restart: the judge's beats 2 s apart spanned it, the live worker's 3 s.)
+TIGHTEST = {
+    "heartbeat_interval": 1.0,
+    "heartbeat_ttl": 2.5,
+    "orphan_threshold": 5.0,
+    "orphan_check_interval": 0.25,  # the judge looks often: any wrong verdict is given
+}
+# Outages under heartbeat_ttl (a restart adds its own start-up): the judge's run of
+# beats may pass them unbroken while the live process is silent up to 2 intervals more.
+OUTAGES = (1.2, 1.4, 1.3, 1.5)
+
+
+def _trusted(client: sync_redis.Redis, keys: Keys, threshold: float) -> bool:
+    """Both processes have beaten without a break for orphan_threshold: either may judge."""
+    now = float(client.time()[0])
+    runs_since = client.hgetall(keys.beating_since)
+    return len(runs_since) == 2 and all(now - float(v) >= threshold for v in runs_since.values())
+
+
+def _server_now(client: sync_redis.Redis) -> float:
+    seconds, micros = client.time()
+    return float(seconds) + micros / 1_000_000
+
+
+def _holder(client: sync_redis.Redis, keys: Keys, jid: str) -> str | None:
+    """The identity whose in-progress list holds job ``jid``, if any."""
+    for member in client.smembers(keys.processes):
+        identity = member.decode()
+        if any(jid.encode() in raw for raw in client.lrange(keys.in_progress(identity), 0, -1)):
+            return identity
+    return None
+
+
+def _beat_since(client: sync_redis.Redis, keys: Keys, identity: str, since: float) -> bool:
+    beat = client.zscore(keys.beats, identity)
+    return beat is not None and beat >= since
+
+
+@pytest.mark.timeout(200)
+def test_restarts_under_heartbeat_ttl_at_the_tightest_setting_never_run_a_job_twice(
+    durable_redis: EmbeddedRedis, durable_settings: Settings, keys: Keys, tmp_path: Path
+) -> None:
+    """A live worker runs a long job; another worker judges. Redis is killed and
+    restarted (AOF, every write kept) for less than heartbeat_ttl, three times: the
+    judge's beats may span each outage unbroken, so the threshold alone must cover
+    the running worker's silence. Its job starts once and is never recovered."""
+    tight = durable_settings.model_copy(update=TIGHTEST)
+    Settings(**TIGHTEST)  # the validator accepts it (one step less would be refused)
+    client = sync_redis.Redis.from_url(durable_redis.url)
+    logs = [tmp_path / f"worker-{n}.log" for n in range(2)]
+    workers = []
+    try:
+        for log in logs:
+            with log.open("wb") as out:
+                workers.append(spawn_worker_command(tight, out))
+        wait_for_sync(lambda: client.scard(keys.processes) == 2, timeout=30)
+        enqueue(client, keys, "t.sleep", 120, jid="e" * 24)
+        wait_for_sync(lambda: len(runs(client, keys)) == 1, timeout=20)
+        holder = _holder(client, keys, "e" * 24)
+        assert holder is not None
+        for outage in OUTAGES:
+            wait_for_sync(lambda: _trusted(client, keys, tight.orphan_threshold), timeout=30)
+            durable_redis.kill()
+            time.sleep(outage)
+            durable_redis.restart()
+            # A verdict needs the holder's presence gone (requeue.lua): once its
+            # first beat after the restart has landed, none can come any more, and
+            # one given before is seen at once (the job left the holder's list).
+            since = _server_now(client)
+            wait_for_sync(lambda at=since: _beat_since(client, keys, holder, at), timeout=30)
+            story = (
+                f"after a {outage} s outage: runs {runs(client, keys)}, "
+                f"recovered={client.get(keys.stat('recovered'))!r}\n"
+                + "\n".join(f"--- {log.name}\n{log.read_text(errors='replace')}" for log in logs)
+            )
+            assert _holder(client, keys, "e" * 24) == holder, story  # never requeued
+            assert runs(client, keys) == ["e" * 24 + ":start"], story
+            assert int(client.get(keys.stat("recovered")) or 0) == 0, story
+    finally:
+        _stop_workers(workers)
+        client.close()

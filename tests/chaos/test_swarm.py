@@ -37,7 +37,7 @@ def live_identities(client: sync_redis.Redis, keys: Keys) -> dict[str, dict[str,
     return found
 
 
-@pytest.mark.timeout(120)
+@pytest.mark.timeout(180)  # above the sum of its waits (142 s): they fail first, clearly
 def test_killed_child_is_replaced_and_its_jobs_recovered(
     settings: Settings, sync_client: sync_redis.Redis, keys: Keys
 ) -> None:
@@ -77,7 +77,9 @@ def test_killed_child_is_replaced_and_its_jobs_recovered(
     assert "exited with status -9" in text
 
 
-@pytest.mark.timeout(60)
+# Above the sum of the waits below (90 + 32): a test killed by pytest-timeout at 60 s
+# (its old mark) while its own wait still had 30 s to go failed once at load 3-5.
+@pytest.mark.timeout(180)
 def test_child_over_the_memory_limit_is_replaced_gracefully(settings: Settings) -> None:
     supervisor, path = start_swarm(settings, "--processes", "2", "--max-memory", "1")
     try:

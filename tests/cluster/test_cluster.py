@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from cogworker_async import Client, Settings, Worker, job
+from cogworker_async import Client, ResultNotKept, Settings, Worker, job
 from cogworker_async.keys import Keys
 from cogworker_async.store.connection import connect
 from tests.helpers import wait_for
@@ -30,7 +30,12 @@ async def flaky(n: int) -> None:
     ran.append(n)
 
 
-ALL = [add, flaky]
+@job(name="cl.keeps", keep_result=60)
+async def keeps(n: int) -> int:
+    return n * 2
+
+
+ALL = [add, flaky, keeps]
 
 
 @pytest.fixture(autouse=True)
@@ -81,3 +86,30 @@ async def test_several_queues(settings: Settings) -> None:
         await wait_for(_ran(20), timeout=30)
     await asyncio.sleep(0)
     assert sorted(ran) == list(range(20))
+
+
+async def test_a_result_wait_says_when_none_will_come(settings: Settings) -> None:
+    # A cluster's waiters block in BLMOVE (no pub/sub): their first look reads the status too.
+    async with Client(settings) as client:
+        kept = await client.enqueue(keeps, 4)
+        plain = await client.enqueue(add.options(status=True), 9)
+        assert kept is not None
+        assert plain is not None
+        early = await client.enqueue(add.options(status=True), 10)
+        assert early is not None
+        with pytest.raises(ResultNotKept, match="keeps no result"):
+            await plain.result()
+        # A bare jid's wait begun before its job ran: a look after each blocking read.
+        waiting = asyncio.create_task(client.result(str(early), timeout=60))
+        async with Worker(settings, jobs=ALL):
+            assert await kept.result(timeout=30) == 8
+            with pytest.raises(ResultNotKept, match="finished \\(complete\\)"):
+                await asyncio.wait_for(waiting, timeout=30)
+
+            async def finished() -> bool:
+                status = await client.status(plain.jid)
+                return status is not None and status.state == "complete"
+
+            await wait_for(finished, timeout=30)
+        with pytest.raises(ResultNotKept, match="finished \\(complete\\)"):
+            await client.result(str(plain), timeout=30)

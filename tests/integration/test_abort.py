@@ -501,3 +501,57 @@ async def test_an_aborted_unique_job_releases_its_lock(settings: Settings, redis
                 return not await redis.keys("*unique:ab.unique*")
 
             await wait_for(no_lock_left)  # the third, aborted too, released its own
+
+
+async def test_a_wrong_typed_queue_before_the_target_is_passed_over(
+    settings: Settings, redis: Redis, keys: Keys, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 21 item 7: a queue key of the wrong type that sorts before the job's own
+    queue is skipped with one warning naming it (not a raw WRONGTYPE), and the job is
+    still found and removed; a wrong-typed dead set never hides "not found"."""
+    await redis.set(keys.queue("aaa"), "not a list")
+    await redis.sadd(keys.queues, "aaa")
+    await redis.set(keys.dead, "not a sorted set")
+    async with Client(settings) as client:
+        one = await client.enqueue(record, "one")
+        two = await client.enqueue(record, "two")
+        assert one is not None
+        assert two is not None
+        assert await client.abort(one.jid) is AbortOutcome.REMOVED
+        assert await client.abort("f" * 24) is AbortOutcome.NOT_FOUND
+    assert any(keys.queue("aaa") in r.getMessage() for r in caplog.records)
+    done = await anyio.to_thread.run_sync(lambda: cli(settings, "abort", two.jid, "--json"))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"jid": two.jid, "outcome": "removed"}
+    assert "WRONGTYPE" not in done.stdout
+    assert await redis.llen(keys.queue("default")) == 0
+    assert await redis.get(keys.queue("aaa")) == b"not a list"  # left for the key guard
+
+
+@pytest.mark.timeout(60)
+async def test_a_message_that_is_not_utf8_leaves_the_listener_listening(
+    settings: Settings, redis: Redis, keys: Keys, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 21 item 7: a non-UTF-8 message on the abort channel is one warning line,
+    no traceback, and the listener hears the next abort at once (the slow beat's
+    tombstone check can't stand in for it)."""
+    slow_beat = {"heartbeat_interval": 5.0, "heartbeat_ttl": 20.0, "orphan_threshold": 40.0}
+    slow = settings.model_copy(update=slow_beat)
+    started["hangs"] = anyio.Event()
+    async with Client(slow) as client, Worker(slow, jobs=ALL) as worker:
+        assert worker.aborts is not None
+        await worker.aborts.subscribed.wait()
+        handle = await client.enqueue(hangs)
+        assert handle is not None
+        with anyio.fail_after(10):
+            await started["hangs"].wait()
+        assert await redis.publish(keys.aborts, b"\xff\xfe not utf-8") == 1
+        assert await handle.abort() is AbortOutcome.CANCELLING
+        # Heard by the listener: well under its shortest pause after a failure (1 s).
+        with anyio.fail_after(0.9), pytest.raises(JobAborted):
+            await handle.result(timeout=None)
+    assert cancelled == ["hangs"]
+    ignored = [r for r in caplog.records if "not UTF-8" in r.getMessage()]
+    assert len(ignored) == 1
+    assert keys.aborts in ignored[0].getMessage()
+    assert not [r for r in caplog.records if r.exc_info and "bort" in r.getMessage()]

@@ -355,7 +355,10 @@ async def test_prefetch_bounds_what_a_worker_holds(
 ) -> None:
     """Held beyond the running jobs: exactly ``prefetch`` (none for 0), even after quick ones."""
     HELD["release"] = asyncio.Event()
-    settings = settings.model_copy(update={"concurrency": 4, "prefetch": prefetch})
+    # Held jobs kept (by default they go back within ~100 ms: test_fair_dispatch.py).
+    settings = settings.model_copy(
+        update={"concurrency": 4, "prefetch": prefetch, "give_back_held_after": 600.0}
+    )
     async with Client(settings) as client:
         # Quick jobs first: the fetcher learns they are quick (and would fetch
         # a batch ahead of them), then jobs that wait.

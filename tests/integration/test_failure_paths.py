@@ -107,17 +107,26 @@ async def _ran(n: int) -> bool:
     return len(runs) >= n
 
 
+# heartbeat_ttl + 2 x heartbeat_interval + 0.5 s: the least orphan_threshold allowed.
+_LONG_PRESENCE = {"heartbeat_ttl": 20.0, "orphan_threshold": 21.5}
+
+
 async def test_filing_lost_with_the_connection_lands_later(
     proxied: Settings, proxy: FaultProxy, redis: Redis, keys: Keys
 ) -> None:
+    # The cut lasts from the handler's failure until the test sees the filing
+    # pending: on a loaded machine it outlasted the 2 s heartbeat TTL and the
+    # worker's own identity went overdue mid-test. The filing is what is tested
+    # here, not liveness: a TTL no cut reaches keeps the heartbeat out of it.
+    proxied = proxied.model_copy(update=_LONG_PRESENCE)
     async with Client(proxied) as client:
         jid = await client.enqueue(fail_then_cut, "once")
     worker = Worker(proxied, jobs=ALL)
     async with worker:
-        await wait_for(lambda: _ran(1))
-        await wait_for(lambda: _pending_failures(worker, 1))
+        await wait_for(lambda: _ran(1), timeout=30)
+        await wait_for(lambda: _pending_failures(worker, 1), timeout=30)
         proxy.heal()
-        await wait_for(lambda: _zcard(redis, keys.retry, 1))
+        await wait_for(lambda: _zcard(redis, keys.retry, 1), timeout=30)
         assert worker.settler is not None
         assert not worker.settler.pending
     assert runs == ["once"]

@@ -120,3 +120,61 @@ async def test_a_job_goes_back_to_the_queue_it_was_fetched_from(redis: Redis, ke
     assert await back.one(elsewhere) is True
     assert await drain(redis, keys.queue("q")) == [elsewhere]
     assert await redis.llen(keys.queue("p")) == 0
+
+
+async def test_basic_fetch_give_back_after_a_lost_reply_pushes_each_job_once(
+    redis: Redis, keys: Keys, reply_lost_once: list[int]
+) -> None:
+    """No list in basic fetch: the repeat carries the first call's marker, so the jobs
+    that call pushed are not pushed again (a duplicate run), nor dropped (a loss)."""
+    a, b = make_job("q"), make_job("q")  # popped: held in memory only
+    back = GiveBack(
+        redis,
+        keys,
+        identity=ME,
+        default_queue="q",
+        logger=logging.getLogger("test.giveback"),
+        rng=random.Random(1),
+        listed=False,
+    )
+    assert await _in_background(back, [b, a]) == []
+    assert len(reply_lost_once) == 2
+    assert await drain(redis, keys.queue("q")) == [a, b]
+
+
+async def test_basic_fetch_give_back_cut_off_by_a_stop_is_sent_again_at_the_stop(
+    redis: Redis, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stop cancels a give back whose call ran but whose reply never came: at_stop
+    sends it again with its marker (pushed once), then gives back what is held."""
+    real = commands.give_back
+    landed = anyio.Event()
+
+    async def reply_never_comes(*args: Any, **kwargs: Any) -> commands.GiveBackResult:
+        await real(*args, **kwargs)
+        landed.set()
+        await anyio.sleep_forever()
+        raise AssertionError("unreachable")
+
+    a, b, held = make_job("q"), make_job("q"), make_job("q")
+    back = GiveBack(
+        redis,
+        keys,
+        identity=ME,
+        default_queue="q",
+        logger=logging.getLogger("test.giveback"),
+        rng=random.Random(1),
+        listed=False,
+    )
+    monkeypatch.setattr(giveback.commands, "give_back", reply_never_comes)
+    async with anyio.create_task_group() as group:
+        group.start_soon(back.run, lambda: None)
+        back.later([b, a], keep=lambda kept: None)
+        with anyio.fail_after(10):
+            await landed.wait()
+        group.cancel_scope.cancel()  # the stop
+    monkeypatch.setattr(giveback.commands, "give_back", real)
+    assert await back.at_stop([held]) == []
+    # Shed jobs are the newest held (taken from the back of the ready queue): the
+    # jobs still held run before them.
+    assert await drain(redis, keys.queue("q")) == [held, a, b]

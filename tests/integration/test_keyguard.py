@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -13,9 +14,12 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 from cogworker_async.keys import Keys
+from cogworker_async.observability.history import minute_of
 from cogworker_async.settings import Settings
 from cogworker_async.store import guard
+from cogworker_async.store.commands import today
 from cogworker_async.store.guard import QUARANTINE_TTL, ExpectedType, holds_integer
+from cogworker_async.worker.key_table import expected_type_of
 from cogworker_async.worker.keyguard import KeyGuard, QuarantineRecord
 
 pytestmark = pytest.mark.anyio
@@ -94,6 +98,27 @@ async def _recovery_lock_as_hash(redis: Redis, keys: Keys) -> str:
     return keys.recovery_lock
 
 
+async def _todays_processed_as_hash(redis: Redis, keys: Keys) -> str:
+    key = keys.stats_processed_on(today())
+    await redis.hset(key, "n", "1")
+    return key
+
+
+async def _signals_as_string(redis: Redis, keys: Keys) -> str:
+    await redis.set(keys.signals(ME), "stop")
+    return keys.signals(ME)
+
+
+async def _handed_over_releases_as_set(redis: Redis, keys: Keys) -> str:
+    await redis.sadd(keys.unique("~releases"), "lock")
+    return keys.unique("~releases")
+
+
+async def _recovered_counter_corrupt(redis: Redis, keys: Keys) -> str:
+    await redis.set(keys.stat("recovered"), "many")
+    return keys.stat("recovered")
+
+
 CASES: list[tuple[Breaker, str, ExpectedType]] = [
     (_retry_as_string, "string", "zset"),
     (_queue_as_hash, "hash", "list"),
@@ -104,6 +129,10 @@ CASES: list[tuple[Breaker, str, ExpectedType]] = [
     (_wakeup_as_list, "list", "zset"),
     (_own_list_as_set, "set", "list"),
     (_recovery_lock_as_hash, "hash", "string"),
+    (_todays_processed_as_hash, "hash", "integer"),
+    (_signals_as_string, "string", "list"),
+    (_handed_over_releases_as_set, "set", "list"),
+    (_recovered_counter_corrupt, "string", "integer"),
 ]
 
 
@@ -172,7 +201,14 @@ async def _populate_correctly(redis: Redis, keys: Keys) -> None:
     await redis.sadd(keys.paused, "q")
     await redis.sadd(keys.processes, ME)
     await redis.sadd(keys.in_progress_identities, ME)
-    zsets = (keys.schedule, keys.retry, keys.dead, keys.live_queues, keys.schedule_wakeup)
+    zsets = (
+        keys.schedule,
+        keys.retry,
+        keys.dead,
+        keys.live_queues,
+        keys.schedule_wakeup,
+        keys.beats,
+    )
     for zset in (*zsets, keys.aborted):
         await redis.zadd(zset, {"entry": 1.0})
     for lst in (keys.in_progress(ME), keys.unsettled, keys.repeat_orphans):
@@ -181,10 +217,17 @@ async def _populate_correctly(redis: Redis, keys: Keys) -> None:
     await redis.hset(keys.beating_since, ME, "1700000000.5")
     for name in ("entries", "last", "results"):
         await redis.hset(keys.periodic(name), "tick", "{}")
+    await redis.sadd(keys.periodic_paused, "tick")  # type: ignore[misc]
     await redis.set(keys.recovery_lock, "token", px=60_000)
     await redis.set(keys.stats_processed, "9223372036854775807")
     await redis.set(keys.stats_failed, "-12")
-    await redis.set(keys.stat("aborted"), "3")
+    for counter in ("aborted", "recovered", "process_died", "duplicates_suspected"):
+        await redis.set(keys.stat(counter), "3")
+    await redis.set(keys.stats_processed_on(today()), "5")
+    await redis.set(keys.stats_failed_on(today()), "1")
+    await redis.hset(keys.history(minute_of(time.time())), "job|h0", "1")
+    await redis.rpush(keys.signals(ME), "quiet")
+    await redis.rpush(keys.unique("~releases"), '["lock", "jid"]')
 
 
 async def test_correct_keys_are_untouched(key_guard: KeyGuard, redis: Redis, keys: Keys) -> None:
@@ -395,3 +438,31 @@ async def test_request_check_wakes_the_pass_at_once_and_backs_off_when_it_finds_
     key_guard.request_check()
     await key_guard.wait(300)
     assert 0.9 <= clock() - passed < 1.5
+
+
+async def test_every_key_a_pass_checks_has_the_type_the_table_gives(
+    key_guard: KeyGuard, keys: Keys
+) -> None:
+    for key, kind in key_guard.expected_types().items():
+        assert expected_type_of(keys, key) == kind, key
+
+
+async def test_a_reported_status_key_of_the_wrong_type_is_moved_by_the_next_pass(
+    key_guard: KeyGuard, redis: Redis, keys: Keys
+) -> None:
+    """No pass could list every job's status key: a caller whose write said WRONGTYPE
+    reports the key, and the next pass moves it (by its family's type, a hash)."""
+    status, result = keys.status("j1"), keys.result("j2")
+    await redis.set(status, "not a hash")
+    await redis.set(result, "not a list")
+    key_guard.report(status)
+    key_guard.report(result)
+    key_guard.report(keys.process(ME))  # rewritten by every beat: never moved
+    key_guard.report("elsewhere:status:j1")  # not ours
+    records = await key_guard.check_once()
+    assert sorted(r.key for r in records) == sorted([status, result])
+    assert await _quarantined(redis, keys) == {
+        keys.quarantine(status).encode(),
+        keys.quarantine(result).encode(),
+    }
+    assert await key_guard.check_once() == []  # checked once, then forgotten

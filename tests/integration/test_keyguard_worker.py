@@ -57,3 +57,31 @@ async def test_wrong_typed_keys_are_quarantined_while_jobs_flow(
 
 async def _zcard(redis: Redis, key: str, n: int) -> bool:
     return await redis.type(key) == b"zset" and await redis.zcard(key) >= n
+
+
+@job(name="kg.tracked", status=True)
+async def tracked(i: int) -> None:
+    done.append(i)
+
+
+async def test_a_status_key_of_the_wrong_type_is_moved_aside_within_seconds(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
+    """A job's status key (one per job: no pass lists them) said WRONGTYPE to the
+    worker's status write: the write reports it, and the guard moves it aside long
+    before key_check_interval (300 s); the job itself ran."""
+    done.clear()
+    async with Client(settings) as client:
+        handle = await client.enqueue(tracked, 1)
+        assert handle is not None
+        status = keys.status(handle.jid)
+        await redis.delete(status)
+        await redis.rpush(status, "a list where a hash belongs")
+        async with Worker(settings, jobs=[tracked]):
+            await wait_for(lambda: _has(1), timeout=20)
+
+            async def moved() -> bool:
+                return await redis.type(keys.quarantine(status)) == b"list"
+
+            await wait_for(moved, timeout=20)
+    assert done == [1]

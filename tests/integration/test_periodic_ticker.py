@@ -15,10 +15,10 @@ import pytest
 from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
+from cogworker_async.periodic import claims as claims_module
 from cogworker_async.periodic import cron, every
 from cogworker_async.periodic import ticker as ticker_module
 from cogworker_async.periodic.ticker import Ticker
-from cogworker_async.store.scripts import Script
 
 pytestmark = pytest.mark.anyio
 
@@ -87,13 +87,13 @@ async def test_many_due_entries_are_claimed_in_one_pipeline_once(
 
     monkeypatch.setattr(ticker_module, "redis_now", fake_now)
     calls: list[int] = []
-    real = Script.run_many
+    real = claims_module.claim_slots
 
-    async def counted(self: Script, redis_: Redis, batch: Any) -> list[Any]:
+    async def counted(redis_: Redis, keys_: Keys, batch: Any) -> list[Any]:
         calls.append(len(batch))
-        return await real(self, redis_, batch)
+        return await real(redis_, keys_, batch)
 
-    monkeypatch.setattr(Script, "run_many", counted)
+    monkeypatch.setattr(claims_module, "claim_slots", counted)
     entries = [every(60, "many.job", name=f"e{i}", overlap=i % 2 == 0) for i in range(30)]
     log = logging.getLogger("test.many")
     first, second = Ticker(redis, keys, entries, log), Ticker(redis, keys, entries, log)

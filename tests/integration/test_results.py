@@ -2,7 +2,7 @@
 
 A result round trip for success (async and plain ``def``), a terminal failure
 (dead and discarded) raising ``JobFailed`` with its class and message, a
-timeout, a wait begun before the job is even fetched (a blocking read, not a
+timeout, a wait begun before the job is even fetched (a subscription, not a
 poll), one begun after the result expired, and a non-JSON return value failing
 the job at the handler.
 """
@@ -91,11 +91,11 @@ async def test_a_wait_begun_before_the_job_is_fetched_blocks_then_gets_it(
         assert handle is not None
         waiting = asyncio.create_task(handle.result(timeout=20))
 
-        async def blocked_in_redis() -> bool:
+        async def subscribed() -> bool:
             clients = await redis.client_list()
-            return any(c.get("cmd") == "blmove" for c in clients)
+            return any(c.get("cmd") == "subscribe" for c in clients)
 
-        await wait_for(blocked_in_redis)  # one blocking read, not a poll
+        await wait_for(subscribed)  # told by the job's channel, not a poll
         assert not waiting.done()
         async with Worker(settings, jobs=ALL):
             assert await waiting == {"sum": 2}
@@ -200,7 +200,7 @@ async def test_the_handle_pickles_as_its_jid_and_bad_keep_result_is_refused(
     assert handle is not None
     assert pickle.loads(pickle.dumps(handle)) == handle.jid
     assert orjson.loads(orjson.dumps({"jid": handle})) == {"jid": handle.jid}
-    with pytest.raises(ValueError, match="keep_result must be positive"):
+    with pytest.raises(ValueError, match="keep_result must be a finite number of seconds, above 0"):
         add.options(keep_result=-1)
     with pytest.raises(TypeError, match="keep_result must be a number"):
         job(keep_result=True)

@@ -7,8 +7,10 @@ it landed on a queue this worker, and maybe every worker, does not read.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+from typing import Any
 
 import anyio
 import orjson
@@ -87,3 +89,42 @@ async def test_several_queues_each_job_back_where_it_was_fetched(
     assert await _queued(redis, keys, "b") == ["on-b", "on-b-says-a"]
     assert not await redis.exists(keys.queue("gone"))
     assert "requeued 4 job(s): a 2, b 2" in caplog.messages
+
+
+async def test_no_blocking_wait_lands_after_the_requeue(
+    settings: Settings, redis: Redis, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker runs one job, its other processors idle in the blocking wait (BLMOVE
+    into its list); it is stopped, its job cut off and requeued. The wait must be
+    over on the server before that requeue, else it takes the requeued job back
+    onto the list of a process that has left (only orphan recovery finds it)."""
+    from cogworker_async.worker import fetcher
+
+    STARTED.clear()
+    settings = settings.model_copy(update={"queues": ("slow",), "fetch_idle_max_interval": 4.0})
+    real_wait = fetcher.wait_for_work
+
+    async def close_arrives_late(*args: Any, **kwargs: Any) -> Any:
+        # A cancelled wait whose close has not reached Redis yet: the caller is
+        # cut off at once, the BLMOVE stays blocked on the server (deterministic).
+        return await asyncio.shield(real_wait(*args, **kwargs))
+
+    monkeypatch.setattr(fetcher, "wait_for_work", close_arrives_late)
+    await redis.lpush(keys.queue("slow"), _payload("own", "slow"))
+
+    async def blocked() -> bool:
+        return int((await redis.info("clients"))["blocked_clients"]) >= 1
+
+    async with Worker(settings, jobs=[hold]) as worker:
+        await wait_for(lambda: _started(1))
+        await wait_for(blocked)
+        started = time.monotonic()
+        worker.stop()
+        worker.stop()  # the handler is cancelled at once: its job is requeued
+    assert time.monotonic() - started < 3.0  # the wait was ended, not sat out
+    assert await _queued(redis, keys, "slow") == ["own"]
+    assert not await redis.exists(keys.in_progress(worker.identity))
+
+
+async def _started(count: int) -> bool:
+    return len(STARTED) >= count

@@ -183,6 +183,7 @@ async def test_cli_status_prints_it_or_one_error(settings: Settings) -> None:
     assert lines["job_class"] == "st.dies"
     assert lines["error_class"] == "ValueError"
     assert lines["error_message"] == "no hope"
+    assert lines["place"] == "dead"  # the lifecycle table's place of the dead state
     unknown = await anyio.to_thread.run_sync(lambda: cli(settings, "status", "f" * 24))
     assert "no status for job " + "f" * 24 in one_error(unknown, 1)
 

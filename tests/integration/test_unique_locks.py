@@ -185,18 +185,3 @@ async def test_releases_handed_over_at_shutdown_are_made_by_the_next(
     assert not await redis.exists(keys.unique("x:1"))
     assert await redis.get(keys.unique("x:3")) == b"newer"  # owner-checked
     assert await redis.llen(releases_key(keys)) == 0
-
-
-def test_a_wrong_typed_key_under_the_lock_prefix_is_named_and_left_alone(
-    settings: Settings, sync_client: sync_redis.Redis, keys: Keys
-) -> None:
-    odd = keys.unique("jobs.odd:abc")
-    sync_client.hset(odd, "a", "b")
-    listed = cli(settings, "locks", "list", "--json")
-    assert listed.returncode == 0, listed.stderr
-    assert json.loads(listed.stdout) == []
-    assert f"{odd} is not a string" in listed.stderr
-    refused = cli(settings, "locks", "delete", odd)
-    assert refused.returncode == 2  # a usage error, as for the releases list's key
-    assert refused.stderr.strip() == f"error: {odd} holds a hash, not a lock: left alone"
-    assert sync_client.type(odd) == b"hash"

@@ -11,6 +11,7 @@ import redis as sync_redis
 from redis.asyncio import Redis
 
 from cogworker_async.embedded import EmbeddedRedis
+from cogworker_async.holds import PERIODIC_RUNNING, UNIQUE, Hold
 from cogworker_async.keys import Keys
 from cogworker_async.store import aborts, commands
 from tests.lua.support import enqueue, jid_of, make_job, new_jid
@@ -180,6 +181,11 @@ async def test_a_user_refused_the_channel_still_leaves_the_tombstone(
     assert await redis.zscore(keys.aborted, "d" * 24) is not None
 
 
+def _held(kind: str, lock: str, jid: str) -> tuple[Hold, ...]:
+    name = UNIQUE.name if kind == "unique" else PERIODIC_RUNNING.name
+    return (Hold(name, lock, jid),)
+
+
 def _lock_holding_job(keys: Keys, kind: str) -> tuple[bytes, str]:
     """A queued job that holds a lock: a unique one, or a periodic running lock."""
     jid = new_jid()
@@ -221,18 +227,102 @@ async def test_settle_aborted_releases_the_lock_it_is_given(
     jid = jid_of(job)
     await _fetched(redis, keys, job)
     await redis.set(lock, jid)
-    assert await aborts.settle_aborted(redis, keys, identity=ME, raw=job, jid=jid, lock=lock)
+    assert await aborts.settle_aborted(
+        redis, keys, identity=ME, raw=job, jid=jid, holds=_held(kind, lock, jid)
+    )
     assert await redis.exists(lock) == 0
     # Owner-checked, and a job no longer listed (requeued by recovery) keeps it.
     again, lock = _lock_holding_job(keys, kind)
     await _fetched(redis, keys, again)
     await redis.set(lock, "a-newer-copy")
     assert await aborts.settle_aborted(
-        redis, keys, identity=ME, raw=again, jid=jid_of(again), lock=lock
+        redis,
+        keys,
+        identity=ME,
+        raw=again,
+        jid=jid_of(again),
+        holds=_held(kind, lock, jid_of(again)),
     )
     assert await redis.get(lock) == b"a-newer-copy"
     await redis.set(lock, jid_of(again))
     assert not await aborts.settle_aborted(
-        redis, keys, identity=ME, raw=again, jid=jid_of(again), lock=lock
+        redis,
+        keys,
+        identity=ME,
+        raw=again,
+        jid=jid_of(again),
+        holds=_held(kind, lock, jid_of(again)),
     )
     assert await redis.get(lock) == jid_of(again).encode()
+
+
+async def _file_failure(
+    redis: Redis, keys: Keys, raw: bytes, target: str, **extra: object
+) -> commands.FileOutcome:
+    entry = orjson.dumps({**orjson.loads(raw), "retry_count": 0, "error_class": "E"})
+    filing = commands.Filing(raw, jid_of(raw), target, time.time() + 600, entry, **extra)  # type: ignore[arg-type]
+    return await commands.file(
+        redis, keys, identity=ME, filing=filing, dead_max_jobs=100, dead_timeout=86_400.0
+    )
+
+
+async def test_a_retry_filing_of_a_tombstoned_job_is_settled_as_aborted(
+    redis: Redis, keys: Keys
+) -> None:
+    """Issue 21 item 2: an abort answered "cancelling" while the failure was filed
+    (its tombstone written first) means the job never runs again: no retry entry."""
+    raw, other = make_job("q"), make_job("q")
+    await _fetched(redis, keys, raw, other)
+    lock = keys.unique("d" * 16)
+    await redis.set(lock, jid_of(raw))
+    await redis.set(keys.orphanings(jid_of(raw)), 1)
+    await aborts.abort_running(redis, keys, jid_of(raw))
+    outcome = await _file_failure(
+        redis, keys, raw, keys.retry, holds=_held("unique", lock, jid_of(raw))
+    )
+    assert outcome is commands.FileOutcome.ABORTED
+    assert await redis.zcard(keys.retry) == 0
+    assert await redis.lrange(keys.in_progress(ME), 0, -1) == [other]
+    assert await _aborted_count(redis, keys) == 1
+    assert await redis.get(keys.stats_failed) is None
+    assert await redis.exists(lock, keys.orphanings(jid_of(raw))) == 0
+    # Without a tombstone, and into dead even with one: filed as before.
+    assert await _file_failure(redis, keys, other, keys.retry) is commands.FileOutcome.FILED
+    assert await redis.zcard(keys.retry) == 1
+    dead = make_job("q")
+    await _fetched(redis, keys, dead)
+    await aborts.abort_running(redis, keys, jid_of(dead))
+    assert await _file_failure(redis, keys, dead, keys.dead) is commands.FileOutcome.FILED
+    assert await redis.zcard(keys.dead) == 1
+
+
+async def test_a_wrong_typed_tombstone_set_never_stops_a_retry_filing(
+    redis: Redis, keys: Keys
+) -> None:
+    raw = make_job("q")
+    await _fetched(redis, keys, raw)
+    await redis.set(keys.aborted, "not a sorted set")
+    assert await _file_failure(redis, keys, raw, keys.retry) is commands.FileOutcome.FILED
+    assert await redis.zcard(keys.retry) == 1
+
+
+async def test_abort_running_tombstones_only_a_job_still_where_it_was_found(
+    redis: Redis, keys: Keys
+) -> None:
+    """Found on a list, then filed into retry before the tombstone: nothing is
+    written, and the caller is told to look again (never a "cancelling" answer for
+    a job that is retrying)."""
+    raw = make_job("q")
+    await _fetched(redis, keys, raw)
+    await redis.sadd(keys.in_progress_identities, ME)
+    found = await aborts.find_running(redis, keys, jid_of(raw))
+    assert found == aborts.RunningAt((keys.in_progress(ME), raw))
+    await _file_failure(redis, keys, raw, keys.retry)
+    assert await aborts.abort_running(redis, keys, jid_of(raw), found) == aborts.MOVED_ON
+    assert await redis.zcard(keys.aborted) == 0
+    # Still there: tombstoned (nobody listens: 0 heard).
+    again = make_job("q")
+    await _fetched(redis, keys, again)
+    at = await aborts.find_running(redis, keys, jid_of(again))
+    assert await aborts.abort_running(redis, keys, jid_of(again), at) == 0
+    assert await redis.zscore(keys.aborted, jid_of(again)) is not None

@@ -56,13 +56,15 @@ async def _file(
     dead_timeout: float = 180 * DAY,
 ) -> bool:
     filing = Filing(raw=raw, jid=jid_of(raw), target=target, score=score, entry=entry)
-    return await commands.file(
-        redis,
-        keys,
-        identity=ME,
-        filing=filing,
-        dead_max_jobs=dead_max_jobs,
-        dead_timeout=dead_timeout,
+    return bool(
+        await commands.file(
+            redis,
+            keys,
+            identity=ME,
+            filing=filing,
+            dead_max_jobs=dead_max_jobs,
+            dead_timeout=dead_timeout,
+        )
     )
 
 

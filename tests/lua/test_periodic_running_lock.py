@@ -13,6 +13,7 @@ import pytest
 from redis.asyncio import Redis
 
 from cogworker_async import api
+from cogworker_async.holds import PERIODIC_RUNNING, Hold
 from cogworker_async.keys import Keys
 from cogworker_async.periodic import every
 from cogworker_async.periodic.ticker import publish
@@ -121,7 +122,7 @@ async def test_ack_releases_only_its_own_lock(redis: Redis, keys: Keys) -> None:
     raw, plain = periodic_job(), make_job()
     await redis.lpush(keys.in_progress(ME), raw, plain)
     await redis.set(lock(keys), jid_of(raw))
-    acks = [Ack(raw, jid_of(raw), lock=lock(keys)), Ack(plain, jid_of(plain))]
+    acks = [Ack(raw, jid_of(raw), holds=_held(keys, raw)), Ack(plain, jid_of(plain))]
     assert await commands.ack(redis, keys, identity=ME, acks=acks) == []
     assert await holder(redis, keys) is None
     assert await redis.llen(keys.in_progress(ME)) == 0  # type: ignore[misc]
@@ -130,7 +131,7 @@ async def test_ack_releases_only_its_own_lock(redis: Redis, keys: Keys) -> None:
     await redis.lpush(keys.in_progress(ME), second)
     await redis.set(lock(keys), "newer")
     await commands.ack(
-        redis, keys, identity=ME, acks=[Ack(second, jid_of(second), lock=lock(keys))]
+        redis, keys, identity=ME, acks=[Ack(second, jid_of(second), holds=_held(keys, second))]
     )
     assert await holder(redis, keys) == b"newer"
 
@@ -147,15 +148,19 @@ async def test_fetch_acks_release_with_the_fetch(redis: Redis, keys: Keys) -> No
         identity=ME,
         queues=["default"],
         want=5,
-        acks=[Ack(raw, jid_of(raw), lock=lock(keys))],
+        acks=[Ack(raw, jid_of(raw), holds=_held(keys, raw))],
         reliable=True,
     )
     assert result.jobs == [queued]  # the queue names still line up after the block
     assert await holder(redis, keys) is None
 
 
+def _held(keys: Keys, raw: bytes, ttl: float | None = None) -> tuple[Hold, ...]:
+    return (Hold(PERIODIC_RUNNING.name, lock(keys), jid_of(raw), ttl),)
+
+
 def filing(keys: Keys, raw: bytes, target: str | None, ttl: float | None) -> Filing:
-    return Filing(raw, jid_of(raw), target, time.time(), raw, lock=lock(keys), lock_ttl=ttl)
+    return Filing(raw, jid_of(raw), target, time.time(), raw, holds=_held(keys, raw, ttl))
 
 
 @pytest.mark.parametrize("where", ["dead", "discard", "retry"])
@@ -257,6 +262,8 @@ async def test_run_now_of_an_overlap_false_entry_takes_a_free_lock(
 ) -> None:
     entry = every(60, "x.job", name="sync", overlap=False, queued_ttl=50)
     await publish(redis, keys, [entry], 0.0)
+    seconds, _ = await redis.time()
+    await redis.zadd(keys.live_queues, {"default": float(seconds)})  # a live process reads it
     jid = await api.run_periodic_now(redis, keys, "sync")
     assert jid is not None
     assert await holder(redis, keys) == jid.encode()
@@ -284,7 +291,7 @@ async def test_ack_with_the_metrics_history_on_still_releases(redis: Redis, keys
     await redis.lpush(keys.in_progress(ME), raw)
     await redis.set(lock(keys), jid_of(raw))
     now = time.time()
-    acks = [Ack(raw, jid_of(raw), run=("tests.job", now - 1, now), lock=lock(keys))]
+    acks = [Ack(raw, jid_of(raw), run=("tests.job", now - 1, now), holds=_held(keys, raw))]
     assert await commands.ack(redis, keys, identity=ME, acks=acks) == []
     assert await holder(redis, keys) is None
     assert await redis.llen(keys.in_progress(ME)) == 0  # type: ignore[misc]

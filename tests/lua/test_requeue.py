@@ -485,3 +485,44 @@ async def test_give_back_wrong_type_wakeup_never_duplicates(redis: Redis, keys: 
     on_queue = await redis.lrange(keys.queue("q"), 0, -1)
     in_progress = await redis.lrange(keys.in_progress(ME), 0, -1)
     assert (on_queue + in_progress).count(a) == 1, (on_queue, in_progress)
+
+
+# --- give_back.lua in basic fetch: jobs on no list, once per marker ----------------
+
+
+async def give_back_unlisted(
+    redis: Redis, keys: Keys, marker: str, *jobs: bytes
+) -> commands.GiveBackResult:
+    return await commands.give_back(
+        redis, keys, identity=ME, jobs=jobs, default_queue="default", once=marker
+    )
+
+
+async def test_give_back_unlisted_pushes_every_job_and_a_repeat_pushes_none(
+    redis: Redis, keys: Keys
+) -> None:
+    """Basic fetch: the jobs are held in memory, not listed. Each is pushed to the
+    front of its queue, order kept; the call repeated after a lost reply (same
+    marker) returns what the first did and pushes nothing twice."""
+    a, b = make_job("q"), make_job("q")
+    waiting = make_job("q")
+    await enqueue(redis, keys, "q", waiting)
+    marker = keys.given_back(f"{ME}:1")
+    assert await give_back_unlisted(redis, keys, marker, b, a) == commands.GiveBackResult(2, [])
+    assert await give_back_unlisted(redis, keys, marker, b, a) == commands.GiveBackResult(2, [])
+    assert await drain(redis, keys.queue("q")) == [a, b, waiting]
+    assert 0 < await redis.ttl(marker) <= 86400
+    # A new give back (a new marker) of the same payload pushes it again: it is a new one.
+    assert (await give_back_unlisted(redis, keys, keys.given_back(f"{ME}:2"), a)).given == 1
+
+
+async def test_give_back_unlisted_keeps_what_a_wrong_typed_queue_refused_on_a_repeat_too(
+    redis: Redis, keys: Keys
+) -> None:
+    a, broken = make_job("q"), make_job("bad")
+    await redis.set(keys.queue("bad"), "not a list")
+    marker = keys.given_back(f"{ME}:1")
+    expected = commands.GiveBackResult(1, [broken])
+    assert await give_back_unlisted(redis, keys, marker, broken, a) == expected
+    assert await give_back_unlisted(redis, keys, marker, broken, a) == expected
+    assert await drain(redis, keys.queue("q")) == [a]

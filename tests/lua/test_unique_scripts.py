@@ -1,5 +1,5 @@
 """The unique-lock scripts against real Redis: enqueue_unique, the release block of
-file/bury_orphan/file_unsettled/swap_dead_entry, drop_jobs, delete_orphan_lock."""
+file/bury_orphan/file_unsettled/swap_dead_entry, drop_jobs, delete_orphan_locks."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import orjson
 import pytest
 from redis.asyncio import Redis
 
+from cogworker_async import api, holds
+from cogworker_async.holds import UNIQUE, Hold
 from cogworker_async.keys import Keys
 from cogworker_async.payload import new_jid
 from cogworker_async.store import commands, locks, orphans
@@ -88,6 +90,10 @@ async def test_enqueue_unique_many_in_one_call(redis: Redis, keys: Keys) -> None
     assert await redis.zrange(keys.schedule, 0, -1) == [later[0]]
 
 
+def _held(lock: str, jid: str) -> tuple[Hold, ...]:
+    return (Hold(UNIQUE.name, lock, jid),)
+
+
 async def _run_one(redis: Redis, keys: Keys, raw: bytes, identity: str) -> None:
     await redis.lpush(keys.in_progress(identity), raw)
 
@@ -104,7 +110,7 @@ async def test_file_releases_only_its_own_lock(redis: Redis, keys: Keys, target:
             keys.dead if target == "dead" else None,
             time.time(),
             raw if target == "dead" else b"",
-            lock=lock,
+            holds=_held(lock, jid),
         )
         filed = await commands.file(
             redis, keys, identity="me", filing=filing, dead_max_jobs=100, dead_timeout=3600
@@ -127,7 +133,7 @@ async def test_file_without_the_block_leaves_locks(redis: Redis, keys: Keys) -> 
 async def test_file_of_a_job_no_longer_listed_keeps_the_lock(redis: Redis, keys: Keys) -> None:
     raw, jid, lock = unique_job(keys, "g")
     await redis.set(lock, jid)
-    filing = Filing(raw, jid, keys.dead, time.time(), raw, lock=lock)
+    filing = Filing(raw, jid, keys.dead, time.time(), raw, holds=_held(lock, jid))
     assert not await commands.file(
         redis, keys, identity="me", filing=filing, dead_max_jobs=100, dead_timeout=3600
     )
@@ -138,9 +144,7 @@ async def test_bury_orphan_releases(redis: Redis, keys: Keys) -> None:
     raw, jid, lock = unique_job(keys, "b")
     await redis.set(lock, jid)
     await redis.rpush(keys.repeat_orphans, raw)
-    assert await orphans.bury_orphan(
-        redis, keys, raw=raw, jid=jid, dead_entry=raw, release=(lock, jid)
-    )
+    assert await orphans.bury_orphan(redis, keys, raw=raw, jid=jid, dead_entry=raw)
     assert not await redis.exists(lock)
     assert await redis.zcard(keys.dead) == 1
 
@@ -149,13 +153,11 @@ async def test_swap_dead_entry_and_file_unsettled_release(redis: Redis, keys: Ke
     raw, jid, lock = unique_job(keys, "w")
     await redis.set(lock, jid)
     await redis.zadd(keys.dead, {raw: 1})
-    assert await orphans.swap_dead_entry(
-        redis, keys, old=raw, new=raw + b" ", score=2, release=(lock, jid)
-    )
+    assert await orphans.swap_dead_entry(redis, keys, old=raw, new=raw + b" ", score=2, burial=True)
     assert not await redis.exists(lock)
 
     await redis.set(lock, jid)
-    filing = Filing(raw, jid, keys.dead, 5.0, raw, lock=lock)
+    filing = Filing(raw, jid, keys.dead, 5.0, raw, holds=_held(lock, jid))
     record = commands.unsettled_record(filing, keys)
     assert orjson.loads(record)["release"] == [lock, jid]
     await redis.rpush(keys.unsettled, record)
@@ -167,7 +169,6 @@ async def test_swap_dead_entry_and_file_unsettled_release(redis: Redis, keys: Ke
         jid=jid,
         score=5.0,
         entry=raw,
-        release=(lock, jid),
     )
     assert not await redis.exists(lock)
 
@@ -180,10 +181,13 @@ async def test_drop_jobs_releases_what_it_removes(redis: Redis, keys: Keys) -> N
     await redis.set(jobs[2][2], "newer-copy")  # a newer copy holds it now: kept
     plain = make_job()
     await redis.zadd(keys.dead, {plain: 2})
-    assert await locks.drop_jobs(redis, keys.dead, entries=[jobs[0][0]]) == 1
+    assert (
+        await locks.drop_jobs(redis, keys.dead, entries=[jobs[0][0]], kinds=holds.kinds_table(keys))
+        == 1
+    )
     assert not await redis.exists(jobs[0][2])
     assert await redis.exists(jobs[1][2])
-    assert await locks.drop_jobs(redis, keys.dead, pop=10) == 3
+    assert await locks.drop_jobs(redis, keys.dead, pop=10, kinds=holds.kinds_table(keys)) == 3
     assert not await redis.exists(jobs[1][2])
     assert await redis.get(jobs[2][2]) == b"newer-copy"
 
@@ -191,7 +195,12 @@ async def test_drop_jobs_releases_what_it_removes(redis: Redis, keys: Keys) -> N
     for raw, jid, lock in queued:
         await redis.set(lock, jid)
         await redis.lpush(keys.queue("default"), raw)
-    assert await locks.drop_jobs(redis, keys.queue("default"), pop=1, kind="list") == 1
+    assert (
+        await locks.drop_jobs(
+            redis, keys.queue("default"), pop=1, kind="list", kinds=holds.kinds_table(keys)
+        )
+        == 1
+    )
     assert not await redis.exists(queued[0][2])  # the oldest went first
     assert await redis.exists(queued[1][2])
 
@@ -199,15 +208,15 @@ async def test_drop_jobs_releases_what_it_removes(redis: Redis, keys: Keys) -> N
 async def test_drop_jobs_wrong_type_removes_nothing(redis: Redis, keys: Keys) -> None:
     await redis.set(keys.dead, "oops")
     with pytest.raises(Exception, match="WRONGTYPE"):
-        await locks.drop_jobs(redis, keys.dead, pop=10)
+        await locks.drop_jobs(redis, keys.dead, pop=10, kinds=holds.kinds_table(keys))
     assert await redis.get(keys.dead) == b"oops"
 
 
 @pytest.mark.parametrize(
     "where",
-    ["queue", "schedule", "retry", "in_progress", "workers", "unsettled", "nowhere", "changed"],
+    ["queue", "schedule", "retry", "in_progress", "workers", "unsettled", "repeat", "nowhere"],
 )
-async def test_delete_orphan_lock(redis: Redis, keys: Keys, where: str) -> None:
+async def test_delete_orphaned(redis: Redis, keys: Keys, where: str) -> None:
     raw, jid, lock = unique_job(keys, "o", queue="mail")
     await redis.set(lock, jid)
     if where == "queue":
@@ -225,12 +234,27 @@ async def test_delete_orphan_lock(redis: Redis, keys: Keys, where: str) -> None:
         await redis.hset(keys.workers("p2"), "0", orjson.dumps({"payload": raw.decode()}))
     elif where == "unsettled":
         await redis.rpush(keys.unsettled, orjson.dumps({"payload": raw.decode()}))
-    deleted = await locks.delete_orphan_lock(
-        redis, keys, lock=lock, holder="another" if where == "changed" else jid
-    )
-    assert deleted == (where == "nowhere")
+    elif where == "repeat":
+        await redis.rpush(keys.repeat_orphans, raw)
+    deleted = await api.delete_orphaned(redis, keys)
+    assert [one.key for one in deleted] == ([lock] if where == "nowhere" else [])
     assert (await redis.exists(lock)) == (where != "nowhere")
     assert jid_of(raw) == jid
+
+
+async def test_delete_orphan_locks_is_owner_checked(redis: Redis, keys: Keys) -> None:
+    """A lock that changed hands (or type) since it was found orphaned is kept."""
+    same, changed, odd = keys.unique("t:same"), keys.unique("t:changed"), keys.unique("t:odd")
+    await redis.set(same, "a" * 24)
+    await redis.set(changed, "newer")
+    await redis.hset(odd, "f", "v")
+    done = await locks.delete_orphan_locks(
+        redis, [(same, b"a" * 24), (changed, b"b" * 24), (odd, b"c" * 24)]
+    )
+    assert done == [True, False, False]
+    assert not await redis.exists(same)
+    assert await redis.get(changed) == b"newer"
+    assert await redis.type(odd) == b"hash"
 
 
 @pytest.mark.parametrize("via", ["fetch", "ack"])
@@ -246,10 +270,10 @@ async def test_acks_release_their_locks_unless_the_job_was_gone(
     await redis.set(newer[2], "a-newer-copy")
     await redis.lpush(keys.in_progress("me"), done[0], plain, newer[0])  # not `gone`
     acks = [
-        commands.Ack(done[0], done[1], lock=done[2]),
+        commands.Ack(done[0], done[1], holds=_held(done[2], done[1])),
         commands.Ack(plain, jid_of(plain)),
-        commands.Ack(gone[0], gone[1], lock=gone[2]),
-        commands.Ack(newer[0], newer[1], lock=newer[2]),
+        commands.Ack(gone[0], gone[1], holds=_held(gone[2], gone[1])),
+        commands.Ack(newer[0], newer[1], holds=_held(newer[2], newer[1])),
     ]
     await enqueue(redis, keys, "default", make_job())
     if via == "fetch":
@@ -273,3 +297,47 @@ async def test_an_operator_kill_releases_a_unique_lock(redis: Redis, keys: Keys)
         assert await kill_from_retry(redis, keys, raw)
         assert (await redis.exists(lock) == 0) == released
         await redis.delete(keys.dead)
+
+
+async def test_enqueue_unique_moves_a_wrong_typed_lock_aside(redis: Redis, keys: Keys) -> None:
+    raw, jid, lock = unique_job(keys, "q")
+    await redis.rpush(lock, "not", "a", "lock")
+    done = await _enqueue(redis, keys, raw, jid, lock)
+    assert done == locks.UniqueEnqueue(True, jid)
+    assert await redis.get(lock) == jid.encode()
+    assert await redis.lrange(keys.quarantine(lock), 0, -1) == [b"not", b"a", b"lock"]
+    assert await redis.lrange(keys.queue("default"), 0, -1) == [raw]
+
+
+async def test_renew_unique(redis: Redis, keys: Keys) -> None:
+    lock = keys.unique("t.job:r")
+    assert await locks.renew_unique(redis, [(lock, "me", 30)]) == ["me"]  # free: taken
+    assert 25_000 < await redis.pttl(lock) <= 30_000
+    await redis.pexpire(lock, 100)
+    assert await locks.renew_unique(redis, [(lock, "me", 30)]) == ["me"]  # own: renewed
+    assert 25_000 < await redis.pttl(lock) <= 30_000
+    assert await locks.renew_unique(redis, [(lock, "other", 90)]) == ["me"]  # not ours
+    assert await redis.pttl(lock) <= 30_000
+    years = 5 * 365 * 86400.0  # any unique_for the duration rule admits
+    odd, free = keys.unique("t.job:odd"), keys.unique("t.job:free")
+    await redis.hset(odd, "f", "v")
+    renewed = await locks.renew_unique(
+        redis, [(lock, "me", years), (odd, "me", 30), (free, "you", 10)]
+    )
+    assert renewed == ["me", None, "you"]
+    assert await redis.pttl(lock) > (years - 60) * 1000
+    assert await redis.type(odd) == b"hash"
+    assert 5_000 < await redis.pttl(free) <= 10_000
+
+
+async def test_a_years_long_unique_for_delayed(redis: Redis, keys: Keys) -> None:
+    raw, jid, lock = unique_job(keys, "y")
+    years = 5 * 365 * 86400.0
+    [done] = await locks.enqueue_unique(
+        redis,
+        keys,
+        queue="default",
+        jobs=[locks.UniqueJob(lock, jid, years, raw, time.time() + years)],
+    )
+    assert done.enqueued
+    assert await redis.pttl(lock) > (2 * years - 60) * 1000

@@ -88,6 +88,7 @@ class _Handout:
 @dataclass
 class _Shedder:
     slow: bool = False
+    hold_none: bool = False
 
 
 @dataclass
@@ -119,6 +120,15 @@ def test_slow_jobs_or_no_prefetch_hold_nothing_ahead() -> None:
     none.last_batch = 100
     assert none.ahead() == 0
     assert none.want() == 2
+
+
+def test_jobs_held_unrun_turn_prefetch_off_too() -> None:
+    """Issue 26 §2: a job held within prefetch waits as surely as one beyond it."""
+    demand, _, shedder, _ = _demand(5, waiting_now=2)
+    demand.last_batch = 100
+    shedder.slow = shedder.hold_none = True
+    assert demand.ahead() == 0
+    assert demand.want() == 2  # the waiting processors' jobs only
 
 
 def test_want_is_capped_at_one_batch() -> None:

@@ -99,9 +99,9 @@ def test_options_retry_zero_is_kept() -> None:
     ("kwargs", "message"),
     [
         ({"delay": 5, "at": 10.0}, "delay or at"),
-        ({"delay": -1}, "negative"),
-        ({"timeout": 0}, "timeout must be positive"),
-        ({"timeout": -3}, "timeout must be positive"),
+        ({"delay": -1}, "delay must be a finite number of seconds, 0 or more"),
+        ({"timeout": 0}, "timeout must be a finite number of seconds, above 0"),
+        ({"timeout": -3}, "timeout must be a finite number of seconds, above 0"),
     ],
 )
 def test_options_validation(kwargs: dict[str, float], message: str) -> None:
@@ -111,7 +111,7 @@ def test_options_validation(kwargs: dict[str, float], message: str) -> None:
 
 @pytest.mark.parametrize("timeout", [0, -1])
 def test_decorator_rejects_bad_timeout(timeout: float) -> None:
-    with pytest.raises(ValueError, match="timeout must be positive"):
+    with pytest.raises(ValueError, match="timeout must be a finite number of seconds, above 0"):
         job(timeout=timeout)
 
 

@@ -88,7 +88,8 @@ def keys_shapes(ns: str) -> set[str]:
         if isinstance(member, property):
             value = getattr(k, name)
         elif inspect.isfunction(member):
-            value = getattr(k, name)(SAMPLE)
+            arity = len(inspect.signature(member).parameters) - 1  # without self
+            value = getattr(k, name)(*[SAMPLE] * arity)
         else:
             continue
         assert isinstance(value, str)

@@ -8,7 +8,17 @@ from zoneinfo import ZoneInfo
 import pytest
 
 from cogworker_async.periodic import cron, every
-from cogworker_async.periodic.timing import catch_up_slot, latest_slot, next_slot, slots_between
+from cogworker_async.periodic.timing import (
+    Due,
+    catch_up_slot,
+    claim_life,
+    due_slots,
+    latest_slot,
+    next_slot,
+    on_time_window,
+    slots_between,
+    typical_interval,
+)
 
 BERLIN = ZoneInfo("Europe/Berlin")
 
@@ -89,3 +99,39 @@ def test_definitions_are_checked_and_hashed() -> None:
     assert every(1, "x").digest == every(1, "x").digest
     assert every(1, "x").digest != every(2, "x").digest
     assert cron("* * * * *", "x").digest != cron("* * * * *", "x", tz="Europe/Berlin").digest
+
+
+def test_on_time_window_is_half_the_interval_between_2_and_60_s() -> None:
+    assert on_time_window(1.0) == 2.0
+    assert on_time_window(10.0) == 5.0
+    assert on_time_window(60.0) == 30.0
+    assert on_time_window(86400.0) == 60.0
+
+
+def test_a_claim_lives_its_on_time_window_plus_three_intervals_at_least_a_minute() -> None:
+    # every second: slot 100 claimed at 100.5 lives until 100 + 2 + 60.
+    assert claim_life(100.0, 100.5, 1.0) == 61.5
+    # every minute: until 60 + 30 + 180.
+    assert claim_life(60.0, 61.0, 60.0) == 209.0
+    # nightly: until the slot + 60 s + 3 days (one key at a time).
+    assert claim_life(0.0, 1.0, 86400.0) == 60.0 + 3 * 86400.0 - 1.0
+    # Never less than a second, however late the claim.
+    assert claim_life(0.0, 10_000.0, 1.0) == 1.0
+
+
+def test_due_slots_split_on_time_from_missed_without_walking_the_gap() -> None:
+    entry = every(1, "x")
+    # A second late tick: both slots on time.
+    assert due_slots(entry, 100.0, 102.5, 2.0) == Due([101.0, 102.0])
+    # An hour away: the two on-time slots, and the ends of the missed ones.
+    assert due_slots(entry, 100.0, 3700.5, 2.0) == Due([3699.0, 3700.0], 101.0, 3698.0)
+    minutely = cron("* * * * *", "x")
+    assert due_slots(minutely, 0.5, 340.0, 30.0) == Due([], 60.0, 300.0)
+    assert due_slots(minutely, 0.5, 310.0, 30.0) == Due([300.0], 60.0, 240.0)
+    assert due_slots(minutely, 0.5, 30.0, 30.0) == Due([])
+
+
+def test_typical_interval_of_every_and_cron() -> None:
+    assert typical_interval(every(5, "x"), 0.0) == 5.0
+    assert typical_interval(cron("*/2 * * * * *", "x"), 0.0) == 2.0
+    assert typical_interval(cron("0 3 * * *", "x"), 0.0) == 86400.0

@@ -15,7 +15,7 @@ from cogworker_async.settings import QueueSpec, Settings, mask_url, parse_queue_
 VALID_FAST: dict[str, Any] = {
     "heartbeat_interval": 0.5,
     "heartbeat_ttl": 2.0,
-    "orphan_threshold": 3.0,
+    "orphan_threshold": 3.5,
     "fetch_idle_max_interval": 0.5,
     "socket_timeout": 5.0,
 }
@@ -90,6 +90,7 @@ def test_explicit_argument_beats_environment(monkeypatch: pytest.MonkeyPatch) ->
         ({"heartbeat_interval": 3.0, "heartbeat_ttl": 2.0}, "heartbeat_ttl"),
         ({"orphan_threshold": 2.0}, "orphan_threshold"),
         ({"orphan_threshold": 1.5}, "orphan_threshold"),
+        ({"orphan_threshold": 3.49}, "orphan_threshold"),
         ({"fetch_idle_max_interval": 5.0}, "fetch_idle_max_interval"),
         ({"fetch_idle_max_interval": 6.0}, "fetch_idle_max_interval"),
     ],
@@ -98,6 +99,23 @@ def test_interval_rules(overrides: dict[str, Any], message: str) -> None:
     Settings(**VALID_FAST)  # the base itself is valid
     with pytest.raises(ValidationError, match=message):
         Settings(**{**VALID_FAST, **overrides})
+
+
+def test_the_threshold_must_cover_an_outage_the_judge_does_not_see() -> None:
+    """Accepted before (threshold above the TTL), yet a 4 s Redis restart got a live
+    worker's running job run twice: the judge's beats span an outage under
+    heartbeat_ttl unbroken, while the live process is silent an interval before
+    it and an interval after. Refused in one line naming the margin."""
+    with pytest.raises(ValidationError, match=r"at least heartbeat_ttl \+ 2 x heartbeat_interval"):
+        Settings(heartbeat_interval=2, heartbeat_ttl=4.2, orphan_threshold=4.4)
+    tightest = Settings(heartbeat_interval=2, heartbeat_ttl=4.2, orphan_threshold=8.7)
+    assert tightest.orphan_threshold == 8.7
+    with pytest.raises(ValidationError, match="orphan_threshold"):
+        Settings(heartbeat_interval=2, heartbeat_ttl=4.2, orphan_threshold=8.69)
+    defaults = Settings()
+    assert defaults.orphan_threshold >= (
+        defaults.heartbeat_ttl + 2 * defaults.heartbeat_interval + 0.5
+    )
 
 
 def test_default_intervals_rule_violation_from_one_change() -> None:
@@ -152,7 +170,7 @@ def test_fractional_intervals_accepted() -> None:
     s = Settings(
         heartbeat_interval=0.1,
         heartbeat_ttl=0.25,
-        orphan_threshold=0.4,
+        orphan_threshold=0.95,
         orphan_check_interval=0.15,
         fetch_idle_max_interval=0.05,
         scheduled_poll_interval=0.2,
@@ -162,7 +180,7 @@ def test_fractional_intervals_accepted() -> None:
     )
     assert s.heartbeat_interval == 0.1
     assert s.heartbeat_ttl == 0.25
-    assert s.orphan_threshold == 0.4
+    assert s.orphan_threshold == 0.95
     assert s.fetch_idle_max_interval == 0.05
     assert s.scheduled_poll_interval == 0.2
 

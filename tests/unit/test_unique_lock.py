@@ -14,6 +14,7 @@ from cogworker_async.unique import (
     release_of,
     unique_field,
 )
+from cogworker_async.unique.lock import foreign_lock, is_lock_key, lock_prefix
 
 
 def test_options_are_checked() -> None:
@@ -61,6 +62,7 @@ def test_unique_key_decides_alone() -> None:
 
 def test_unique_field_and_release_of() -> None:
     keys = Keys("ns")
+    prefix = lock_prefix(keys)
     field = unique_field(
         keys, name="j", args=(1,), kwargs={}, queue="q", mode="until_executed",
         unique_for=None, unique_key=None,
@@ -68,11 +70,23 @@ def test_unique_field_and_release_of() -> None:
     assert field["key"].startswith("ns:unique:j:")
     assert field["for"] == DEFAULT_UNIQUE_FOR
     executed = {"jid": "a" * 24, "unique": field}
-    assert release_of(executed, terminal=True) == Release(field["key"], "a" * 24)
-    assert release_of(executed, terminal=False) is None
+    assert release_of(executed, terminal=True, prefix=prefix) == Release(field["key"], "a" * 24)
+    assert release_of(executed, terminal=False, prefix=prefix) is None
     executing = {"jid": "a" * 24, "unique": {**field, "mode": "until_executing"}}
-    assert release_of(executing, terminal=False) == Release(field["key"], "a" * 24)
-    assert release_of(executing, terminal=True) is None
-    assert release_of({"jid": "a"}, terminal=True) is None
-    assert release_of({"jid": "a", "unique": "junk"}, terminal=True) is None
-    assert release_of({"jid": 5, "unique": field}, terminal=True) is None
+    assert release_of(executing, terminal=False, prefix=prefix) == Release(field["key"], "a" * 24)
+    assert release_of(executing, terminal=True, prefix=prefix) is None
+    assert release_of({"jid": "a"}, terminal=True, prefix=prefix) is None
+    assert release_of({"jid": "a", "unique": "junk"}, terminal=True, prefix=prefix) is None
+    assert release_of({"jid": 5, "unique": field}, terminal=True, prefix=prefix) is None
+
+
+def test_lock_keys_are_only_under_the_prefix() -> None:
+    keys = Keys("ns")
+    prefix = lock_prefix(keys)
+    assert is_lock_key("ns:unique:j:abc", prefix)
+    for key in ("ns:paused", "ns:unique:", "ns:unique:~releases", "other:unique:j:abc", ""):
+        assert not is_lock_key(key, prefix), key
+    assert not is_lock_key("ns:unique:j:abc", "")  # no prefix given: nothing admitted
+    outside = {"jid": "a" * 24, "unique": {"key": "ns:paused", "mode": "until_executed"}}
+    assert release_of(outside, terminal=True, prefix=prefix) is None
+    assert foreign_lock(outside, prefix) == "ns:paused"

@@ -23,6 +23,8 @@ def test_strict_order_preserved() -> None:
 
 def test_single_queue() -> None:
     assert weighted_order([QueueSpec("only", 5)], False, random.Random(1)) == ["only"]
+    # Every queue paused: nothing to try (it raised IndexError, and the fetch lane looped on it).
+    assert weighted_order([], False, random.Random(1)) == []
 
 
 def test_weighted_share_of_first() -> None:

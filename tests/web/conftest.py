@@ -18,6 +18,8 @@ from tests.lua.support import make_job
 SCRIPT = "<script>alert('x')</script>"
 GARBAGE = b"\x00not json at all {"
 HUGE = "h" * 1_000_000
+LOOPBACK = "http://127.0.0.1:8000"
+"""Where the tests ask the app: a name it serves by default (``allowed_hosts``)."""
 
 PAGES = [
     "/",
@@ -42,7 +44,7 @@ PAGES = [
 
 @pytest.fixture
 def client(settings: Settings) -> Iterator[TestClient]:
-    with TestClient(create_app(settings)) as test_client:
+    with TestClient(create_app(settings), base_url=LOOPBACK) as test_client:
         yield test_client
 
 

@@ -21,7 +21,7 @@ from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
 from cogworker_async.web import basic_auth, create_app
 from tests.lua.support import jid_of, make_job
-from tests.web.conftest import PAGES, failed, seed_odd
+from tests.web.conftest import LOOPBACK, PAGES, failed, seed_odd
 
 
 def tokens(client: TestClient, path: str) -> list[str]:
@@ -166,7 +166,15 @@ def test_periodic_run_now(client: TestClient, sync_client: sync_redis.Redis, key
         "schedule": "every 60s",
     }
     sync_client.hset(keys.periodic("entries"), "nightly", orjson.dumps(definition))
-    assert "nightly" in client.get("/periodic").text
+    page = client.get("/periodic").text
+    assert "nightly" in page
+    # No live process reads "cron": said on the page, and a run is refused naming it.
+    assert "no live process reads it" in page
+    refused = client.post("/periodic/run", data={"name": "nightly"})
+    assert "queue &#39;cron&#39;, which no live process reads" in refused.text
+    assert sync_client.llen(keys.queue("cron")) == 0
+    sync_client.zadd(keys.live_queues, {"cron": float(sync_client.time()[0])})
+    assert "no live process reads it" not in client.get("/periodic").text
     answer = client.post("/periodic/run", data={"name": "nightly"})
     assert "enqueued nightly now" in answer.text
     (job,) = sync_client.lrange(keys.queue("cron"), 0, -1)
@@ -217,7 +225,7 @@ def test_cross_site_posts_are_refused_and_change_nothing(
     assert changed(before, snapshot(sync_client, keys)) == set()
     same = client.post(
         "/queues/mail/pause",
-        headers={"sec-fetch-site": "same-origin", "origin": "http://testserver"},
+        headers={"sec-fetch-site": "same-origin", "origin": "http://127.0.0.1:8000"},
     )
     assert same.status_code == 200
 
@@ -227,13 +235,13 @@ def test_cross_site_posts_are_refused_and_change_nothing(
     [
         ({"sec-fetch-site": "same-origin"}, True),
         ({"sec-fetch-site": "none"}, True),  # typed in the address bar, a bookmark
-        ({"origin": "http://testserver"}, True),
+        ({"origin": "http://127.0.0.1:8000"}, True),
         # A TLS-terminating proxy: the browser's origin is https, the app sees http.
-        ({"origin": "https://testserver"}, True),
+        ({"origin": "https://127.0.0.1:8000"}, True),
         ({"origin": "https://jobs.example", "x-forwarded-host": "jobs.example"}, True),
-        ({"origin": "https://testserver.evil.example"}, False),
+        ({"origin": "https://127.0.0.1.evil.example"}, False),
         # Sec-Fetch-Site, when sent, decides: the browser computed it.
-        ({"sec-fetch-site": "cross-site", "origin": "http://testserver"}, False),
+        ({"sec-fetch-site": "cross-site", "origin": "http://127.0.0.1:8000"}, False),
         ({}, True),  # no browser: curl, a script
     ],
 )
@@ -249,7 +257,7 @@ def test_read_only_hides_and_refuses_every_action(
 ) -> None:
     seed_odd(sync_client, keys)
     before = snapshot(sync_client, keys)
-    with TestClient(create_app(settings, read_only=True)) as client:
+    with TestClient(create_app(settings, read_only=True), base_url=LOOPBACK) as client:
         for path in PAGES:
             page = client.get(path)
             assert page.status_code == 200
@@ -266,7 +274,7 @@ def test_auth_hook_refuses_and_admits(settings: Settings) -> None:
             return PlainTextResponse("who?", status_code=401)
         return user == "alice"
 
-    with TestClient(create_app(settings, auth=only_alice)) as client:
+    with TestClient(create_app(settings, auth=only_alice), base_url=LOOPBACK) as client:
         assert client.get("/").status_code == 401
         assert client.get("/", headers={"x-user": "bob"}).status_code == 403
         assert client.get("/static/style.css", headers={"x-user": "bob"}).status_code == 403
@@ -277,13 +285,13 @@ def test_auth_hook_refuses_and_admits(settings: Settings) -> None:
 def test_basic_auth_reads_the_setting(settings: Settings) -> None:
     guarded = settings.model_copy(update={"web_auth": "admin:s3cret"})
     guarded = Settings(**{**settings.model_dump(), "web_auth": "admin:s3cret"})
-    with TestClient(create_app(guarded, auth=basic_auth(guarded))) as client:
+    with TestClient(create_app(guarded, auth=basic_auth(guarded)), base_url=LOOPBACK) as client:
         refused = client.get("/")
         assert refused.status_code == 401
         assert refused.headers["www-authenticate"].startswith("Basic")
         assert client.get("/", auth=("admin", "wrong")).status_code == 401
         assert client.get("/", auth=("admin", "s3cret")).status_code == 200
-    with TestClient(create_app(settings, auth=basic_auth(settings))) as client:
+    with TestClient(create_app(settings, auth=basic_auth(settings)), base_url=LOOPBACK) as client:
         assert client.get("/", auth=("admin", "")).status_code == 401  # no setting: nobody
     token = base64.b64encode(b"admin:s3cret").decode()
     assert token  # the header a browser sends: Basic <token>
@@ -298,7 +306,7 @@ async def test_retrying_one_dead_job_from_two_tabs_moves_it_once(
     app = create_app(settings)
     token = f"{1.0!r}~{jid_of(raw)}"
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://ui") as tab:
+    async with httpx.AsyncClient(transport=transport, base_url=LOOPBACK) as tab:
         answers = await asyncio.gather(
             *(tab.post("/dead/action", data={"action": "retry", "ref": token}) for _ in range(2))
         )

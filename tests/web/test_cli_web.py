@@ -61,6 +61,73 @@ def test_web_command_starts_and_serves(
         assert httpx.get(f"http://127.0.0.1:{port}/").status_code == 401
         refused = httpx.post(f"http://127.0.0.1:{port}/queues/mail/pause", auth=("admin", "pw"))
         assert refused.status_code == 403  # --read-only
+        # Bound to loopback: a rebinding page's Host is refused, localhost is not.
+        rebind = {"host": "rebind.evil.example"}
+        wrong = httpx.get(f"http://127.0.0.1:{port}/queues", headers=rebind)
+        assert wrong.status_code == 400
+        assert "--allowed-host" in wrong.text
+        local = httpx.get(f"http://localhost:{port}/queues", auth=("admin", "pw"))
+        assert local.status_code == 200
     finally:
         server.terminate()
         server.wait(timeout=10)
+
+
+def _serve(settings: Settings, *args: str) -> tuple[subprocess.Popen[bytes], int]:
+    port = free_port()
+    command = [sys.executable, "-m", "cogworker_async", "web", "--port", str(port), *args]
+    server = subprocess.Popen(
+        command,
+        cwd=ROOT,
+        env=child_env(settings),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return server, port
+
+
+def _get(port: int, host: str) -> int:
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            return httpx.get(f"http://127.0.0.1:{port}/queues", headers={"host": host}).status_code
+        except httpx.TransportError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+
+
+def test_allowed_host_names_the_hosts_the_ui_answers(settings: Settings) -> None:
+    server, port = _serve(settings, "--allowed-host", "jobs.example", "--allowed-host", "*.corp")
+    try:
+        assert _get(port, "jobs.example") == 200
+        assert _get(port, "ci.corp:8080") == 200
+        assert _get(port, "127.0.0.1") == 400  # the list replaces the default
+        assert _get(port, "rebind.evil.example") == 400
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+def test_a_bad_allowed_host_is_a_usage_error(settings: Settings) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "cogworker_async", "web", "--allowed-host", "a*b.example"],
+        cwd=ROOT,
+        env=child_env(settings),
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert b"bad allowed host 'a*b.example'" in done.stderr
+
+
+def test_the_default_hosts_follow_the_bind() -> None:
+    from cogworker_async.web.security import LOOPBACK_HOSTS, hosts_for_bind
+
+    assert hosts_for_bind("127.0.0.1") == LOOPBACK_HOSTS
+    assert hosts_for_bind("[::1]") == LOOPBACK_HOSTS
+    assert hosts_for_bind("10.1.2.3") == ("10.1.2.3",)
+    everywhere = hosts_for_bind("0.0.0.0")
+    assert set(LOOPBACK_HOSTS) < set(everywhere)
+    assert socket.gethostname().lower() in everywhere

@@ -9,7 +9,7 @@ from starlette.testclient import TestClient
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
 from cogworker_async.web import create_app
-from tests.web.conftest import PAGES, SCRIPT, failed, seed_odd
+from tests.web.conftest import LOOPBACK, PAGES, SCRIPT, failed, seed_odd
 
 
 @pytest.mark.parametrize("path", PAGES)
@@ -103,7 +103,10 @@ def test_mounted_under_a_prefix_links_stay_under_it(settings: Settings) -> None:
     from starlette.applications import Starlette
     from starlette.routing import Mount
 
-    outer = Starlette(routes=[Mount("/jobs", app=create_app(settings))])
+    # Mounted in an app served under its own name: that name is allowed.
+    outer = Starlette(
+        routes=[Mount("/jobs", app=create_app(settings, allowed_hosts=["testserver"]))]
+    )
     with TestClient(outer) as client:
         page = client.get("/jobs/queues")
         assert page.status_code == 200
@@ -138,7 +141,7 @@ def test_redis_unreachable_is_a_503_page_not_a_traceback(settings: Settings) -> 
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     away = Settings(**{**settings.model_dump(), "redis_url": f"redis://127.0.0.1:{port}/0"})
-    with TestClient(create_app(away)) as client:
+    with TestClient(create_app(away), base_url=LOOPBACK) as client:
         for path in ("/", "/dead", "/busy"):
             answer = client.get(path)
             assert answer.status_code == 503, path

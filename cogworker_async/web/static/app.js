@@ -1,64 +1,164 @@
-// cogworker web UI: the only script. Loaded from the package (CSP: script-src 'self').
-// 1. The dashboard's live chart: poll stats.json, plot jobs per poll; a Pause button.
+// cogworker web UI: the only script of ours. Loaded from the package (CSP: script-src 'self'),
+// with uPlot (static/vendor/, MIT) for the charts.
+// 1. The dashboard: poll stats.json, one poll in flight at a time; the live chart
+//    (jobs/s, a range and a pace to choose, Pause) and the per-day chart's today.
 // 2. "Select all" on the set pages.
 // 3. A confirmation before the buttons that change many things (data-confirm).
 "use strict";
 
 (function () {
-  const W = 600, H = 160, PAD = 4, KEEP = 60;
+  const POLL_TIMEOUT_MS = 10000;
+  const COLORS = { processed: "--ok", failed: "--danger" };
 
-  // The newest poll at the right edge; KEEP polls span the width (two minutes).
-  function points(values, top) {
-    const step = (W - 2 * PAD) / (KEEP - 1);
-    const scale = (H - 2 * PAD) / Math.max(1, top);
-    const last = values.length - 1;
-    return values.map((v, i) =>
-      (W - PAD - (last - i) * step).toFixed(1) + "," +
-      (H - PAD - Math.max(0, v) * scale).toFixed(1)).join(" ");
+  function color(name) {
+    return getComputedStyle(document.documentElement).getPropertyValue(COLORS[name]).trim() || "#888";
+  }
+
+  function widthOf(el) { return Math.max(280, Math.min(el.clientWidth || 600, 900)); }
+
+  // A uPlot chart of processed and failed over time (x in unix seconds); the legend
+  // under it shows the values under the cursor (the tooltip).
+  function plot(el, xLabel, data, opts, yLabel) {
+    const axisColor = getComputedStyle(document.body).color;
+    const axis = (label) => ({ label, stroke: axisColor, grid: { stroke: "rgba(128,128,128,.2)" } });
+    const chart = new uPlot(Object.assign({
+      width: widthOf(el),
+      height: 200,
+      series: [
+        { label: xLabel },
+        { label: "processed", stroke: color("processed"), width: 2 },
+        { label: "failed", stroke: color("failed"), width: 2 },
+      ],
+      axes: [axis(""), axis(yLabel || "jobs")],
+      scales: { y: { range: (u, min, max) => [0, Math.max(1, max)] } },
+    }, opts || {}), data, el);
+    window.addEventListener("resize", () => chart.setSize({ width: widthOf(el), height: 200 }));
+    return chart;
+  }
+
+  function perDay() {
+    const el = document.getElementById("per-day");
+    if (!el || typeof uPlot === "undefined") return null;
+    const given = JSON.parse(el.dataset.chart);
+    const x = given.days.map((day) => Date.parse(day + "T00:00:00Z") / 1000);
+    const data = [x, given.processed.slice(), given.failed.slice()];
+    const chart = plot(el, "day (UTC)", data, {
+      axes: [
+        { stroke: getComputedStyle(document.body).color, values: (u, ticks) =>
+          ticks.map((t) => new Date(t * 1000).toISOString().slice(5, 10)) },
+        { label: "jobs", stroke: getComputedStyle(document.body).color },
+      ],
+      series: [
+        { label: "day (UTC)", value: (u, t) => t == null ? "-" : new Date(t * 1000).toISOString().slice(0, 10) },
+        { label: "processed", stroke: color("processed"), width: 2 },
+        { label: "failed", stroke: color("failed"), width: 2 },
+      ],
+    });
+    return { chart, data, days: given.days };
+  }
+
+  // A chart drawn once from the page's data-series: {x: [epoch s], series: [{label, css, values}]}.
+  function staticCharts() {
+    if (typeof uPlot === "undefined") return;
+    for (const el of document.querySelectorAll(".plot[data-series]")) {
+      const given = JSON.parse(el.dataset.series);
+      const series = [{ label: "time" }].concat(given.series.map((s) =>
+        ({ label: s.label, stroke: color(s.css), width: 2 })));
+      plot(el, "time", [given.x].concat(given.series.map((s) => s.values)), { series }, el.dataset.unit || "jobs");
+    }
   }
 
   function live() {
     const totals = document.getElementById("totals");
-    const chart = document.getElementById("live");
-    if (!totals || !chart) return;
+    const el = document.getElementById("live");
+    if (!totals || !el || typeof uPlot === "undefined") return;
     const feed = totals.dataset.feed;
     const toggle = document.getElementById("live-toggle");
     const state = document.getElementById("live-state");
-    const lines = { processed: chart.querySelector(".processed"), failed: chart.querySelector(".failed") };
-    const series = { processed: [], failed: [] };
-    let last = null, paused = false, timer = null;
+    const range = document.getElementById("live-range");
+    const every = document.getElementById("live-every");
+    const days = perDay();
+    const data = [[], [], []];
+    const chart = plot(el, "time", data, null, "jobs/s");
+    let last = null, paused = false, timer = null, inFlight = false;
 
+    function keepWithin() {
+      const since = Date.now() / 1000 - Number(range.value);
+      while (data[0].length && data[0][0] < since) for (const column of data) column.shift();
+    }
+
+    function showToday(today) {
+      if (!days || !today) return;
+      for (const el of document.querySelectorAll("[data-today]")) el.textContent = String(today[el.dataset.today]);
+      const end = days.days.length - 1;
+      if (days.days[end] !== today.day) {  // midnight UTC passed: a new day at the right edge
+        days.days.push(today.day); days.days.shift();
+        for (const column of days.data) column.shift();
+        days.data[0].push(Date.parse(today.day + "T00:00:00Z") / 1000);
+        days.data[1].push(0); days.data[2].push(0);
+      }
+      days.data[1][end] = today.processed;
+      days.data[2][end] = today.failed;
+      days.chart.setData(days.data);
+    }
+
+    // One poll at a time: the next is scheduled only when this one has answered,
+    // failed or timed out, so a slow Redis never piles polls up.
     async function poll() {
+      timer = null;
+      if (paused || inFlight) return;
+      inFlight = true;
+      const abort = new AbortController();
+      const giveUp = setTimeout(() => abort.abort(), POLL_TIMEOUT_MS);
       try {
-        const answer = await fetch(feed, { headers: { accept: "application/json" }, cache: "no-store" });
+        const answer = await fetch(feed, { headers: { accept: "application/json" }, cache: "no-store", signal: abort.signal });
         if (!answer.ok) throw new Error("HTTP " + answer.status);
         const now = await answer.json();
-        for (const el of totals.querySelectorAll("[data-stat]")) {
-          const value = now[el.dataset.stat];
-          if (value !== undefined) el.textContent = String(value);
+        for (const stat of totals.querySelectorAll("[data-stat]")) {
+          const value = now[stat.dataset.stat];
+          if (value !== undefined) stat.textContent = String(value);
         }
-        if (last) {
-          for (const name of ["processed", "failed"]) {
-            series[name].push(Math.max(0, now[name] - last[name]));
-            if (series[name].length > KEEP) series[name].shift();
-          }
-          const top = Math.max(1, ...series.processed, ...series.failed);
-          for (const name of ["processed", "failed"]) lines[name].setAttribute("points", points(series[name], top));
-          state.textContent = "last poll " + new Date().toLocaleTimeString() + ", top " + top;
+        if (last && now.time > last.time) {
+          const seconds = now.time - last.time;
+          data[0].push(now.time);
+          data[1].push(Math.max(0, now.processed - last.processed) / seconds);
+          data[2].push(Math.max(0, now.failed - last.failed) / seconds);
+          keepWithin();
+          chart.setData(data);
+          chart.setScale("x", { min: now.time - Number(range.value), max: now.time });
+          el.dataset.points = String(data[0].length);
+          el.dataset.span = String(Math.round(chart.scales.x.max - chart.scales.x.min));
         }
+        showToday(now.today);
+        state.textContent = "last poll " + new Date().toLocaleTimeString();
         last = now;
       } catch (err) {
-        state.textContent = "poll failed: " + err.message;
+        state.textContent = "poll failed: " + (err.name === "AbortError" ? "no answer in 10 s" : err.message);
+      } finally {
+        clearTimeout(giveUp);
+        inFlight = false;
+        if (!paused) timer = setTimeout(poll, Number(every.value));
       }
     }
 
-    function start() { poll(); timer = setInterval(poll, 2000); }
     toggle.addEventListener("click", () => {
       paused = !paused;
       toggle.textContent = paused ? "Resume" : "Pause";
-      if (paused) { clearInterval(timer); state.textContent = "paused"; } else { last = null; start(); }
+      if (paused) {
+        if (timer) clearTimeout(timer);
+        timer = null;
+        state.textContent = "paused";
+      } else {
+        last = null;
+        if (!inFlight) poll();
+      }
     });
-    start();
+    range.addEventListener("change", () => {
+      keepWithin();
+      chart.setData(data);
+    });
+    el.dataset.points = "0";
+    poll();
   }
 
   function checkAll() {
@@ -75,5 +175,5 @@
     if (button && !window.confirm(button.dataset.confirm)) event.preventDefault();
   });
 
-  document.addEventListener("DOMContentLoaded", () => { live(); checkAll(); });
+  document.addEventListener("DOMContentLoaded", () => { live(); staticCharts(); checkAll(); });
 })();

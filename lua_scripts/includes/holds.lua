@@ -1,0 +1,171 @@
+-- The holds a job carries (cogworker_async/holds.py): strings whose value is
+-- the owning job's jid (a unique lock, a periodic entry's running lock, ...).
+-- Every script that settles a job releases or keeps them here, in its own
+-- atomic step, so a new kind of hold edits no script: the caller decides per
+-- hold what the event does and sends one block,
+--   ARGV[at] = n, then n groups of 5:
+--   (position, prefix, key, owner, ttl)
+-- position: which of the call's jobs holds it (an ack's 1-based place; 1
+--   for a script that settles one job); prefix: the kind's key prefix, every
+--   key of the kind starts with it; ttl: "" to release, else ms to keep.
+-- A plain job sends n = 0: one argument, no table, nothing per job.
+--
+-- Every change is owner-checked (GET == owner): a claim a newer owner took
+-- after this one's ran out is never touched. A key outside its kind's prefix
+-- is refused (issue 21: the key comes from a payload, data anyone may have
+-- written; only a key under a prefix of this namespace is written, and with a
+-- hash-tagged namespace it is in the tag's slot, like KEYS).
+
+-- is_held_key(key, prefix): under `prefix`, with a name after it, and not a
+-- bookkeeping key of the prefix (those start with "~", e.g. <ns>:unique:~releases).
+-- An empty prefix admits nothing.
+local function is_held_key(key, prefix)
+  return type(key) == "string" and type(prefix) == "string" and prefix ~= ""
+    and #key > #prefix and string.sub(key, 1, #prefix) == prefix
+    and string.sub(key, #prefix + 1, #prefix + 1) ~= "~"
+end
+
+-- release_hold(prefix, key, owner): deleted while `owner` holds it. Returns 1
+-- when released, else 0.
+local function release_hold(prefix, key, owner)
+  if owner == nil or owner == "" or not is_held_key(key, prefix) then
+    return 0
+  end
+  if redis.call("GET", key) == owner then
+    return redis.call("DEL", key)
+  end
+  return 0
+end
+
+-- keep_hold(prefix, key, owner, ttl_ms): held by `owner` for ttl_ms more, when
+-- free (it ran out) or already its own; another owner's left alone. Returns 1
+-- when held by `owner` afterwards, else 0.
+local function keep_hold(prefix, key, owner, ttl_ms)
+  if owner == nil or owner == "" or not is_held_key(key, prefix) then
+    return 0
+  end
+  local holder = redis.call("GET", key)
+  if holder and holder ~= owner then
+    return 0
+  end
+  redis.call("SET", key, owner, "PX", math.max(1, math.floor(ttl_ms)))
+  return 1
+end
+
+-- settle_hold(prefix, key, owner, ttl): one group's change ("" ttl: release).
+local function settle_hold(prefix, key, owner, ttl)
+  local ms = tonumber(ttl)
+  if ms then
+    return keep_hold(prefix, key, owner, ms)
+  end
+  return release_hold(prefix, key, owner)
+end
+
+-- settle_holds(at, gone): carries out the block at ARGV[at]; `gone` (a table
+-- of positions, or nil) names jobs whose step did not happen (an ack whose job
+-- recovery had requeued: it runs again and keeps its holds). pcall: a key of
+-- the wrong type never fails the settlement around it. Returns the index just
+-- past the block.
+local function settle_holds(at, gone)
+  local n = tonumber(ARGV[at]) or 0
+  local last = at + 5 * n
+  for i = at + 1, last, 5 do
+    if not (gone and gone[tonumber(ARGV[i])]) then
+      pcall(settle_hold, ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4])
+    end
+  end
+  return last + 1
+end
+
+-- The scripts that meet a job as its raw payload (recovery, give back,
+-- burial, operator actions) read its holds from it, by the table of declared
+-- kinds the caller passes (holds.py kinds_table, one JSON argument, decoded
+-- once per call): per kind {mark, key, named, ttl, when, unless_started,
+-- prefix, default_ttl, rules}. A payload is decoded only when its text contains some
+-- kind's mark ('"unique"', '"periodic_pjid"', ...): a plain job pays one
+-- substring search per kind.
+
+-- field_at(t, path): t[path[1]][path[2]]..., nil where a step is no table.
+local function field_at(t, path)
+  local value = t
+  for _, name in ipairs(path) do
+    if type(value) ~= "table" then
+      return nil
+    end
+    value = value[name]
+  end
+  return value
+end
+
+-- payload_hold(job, kind, started): the key, owner and TTL (ms, or nil) of
+-- the hold of `kind` the decoded payload `job` names; nil when it names none,
+-- or a key outside the kind's prefix. `started`: the job's run began, so a
+-- hold it gave back as it started (unless_started: an until_executing unique
+-- lock) is not its own any more; a waiting job still holds it.
+local function payload_hold(job, kind, started)
+  local owner = job["jid"]
+  if type(owner) ~= "string" or owner == "" then
+    return nil
+  end
+  if kind["when"] and field_at(job, kind["when"][1]) ~= kind["when"][2] then
+    return nil
+  end
+  local gave_back = kind["unless_started"]
+  if started and gave_back and field_at(job, gave_back[1]) == gave_back[2] then
+    return nil
+  end
+  local key = field_at(job, kind["key"])
+  if type(key) ~= "string" or key == "" then
+    return nil
+  end
+  if kind["named"] then
+    key = kind["prefix"] .. key
+  end
+  if not is_held_key(key, kind["prefix"]) then
+    return nil
+  end
+  local ttl = kind["ttl"] and tonumber(field_at(job, kind["ttl"])) or nil
+  if ttl and (ttl <= 0 or ttl ~= ttl or ttl == math.huge) then
+    ttl = nil
+  end
+  return key, owner, ttl and math.floor(ttl * 1000) or nil
+end
+
+-- settle_payload_holds(entry, kinds, event, started, wait_ms): every hold the
+-- raw payload `entry` names, settled as its kind's rule for `event` (an Event
+-- name of holds.py) says: released, kept for wait_ms (default 0) plus its TTL
+-- (or the kind's default), or left. `started`: see payload_hold. `kinds` is
+-- the decoded table; nil or empty settles nothing (a caller minding none).
+local function settle_payload_holds(entry, kinds, event, started, wait_ms)
+  if type(kinds) ~= "table" or type(entry) ~= "string" then
+    return
+  end
+  local job = nil
+  for _, kind in ipairs(kinds) do
+    local rule = kind["rules"][event]
+    if (rule == "release" or rule == "keep") and string.find(entry, kind["mark"], 1, true) then
+      if job == nil then
+        local ok, decoded = pcall(cjson.decode, entry)
+        job = (ok and type(decoded) == "table") and decoded or false
+      end
+      if job then
+        local key, owner, ttl = payload_hold(job, kind, started)
+        if key and rule == "release" then
+          pcall(release_hold, kind["prefix"], key, owner)
+        elseif key then
+          local ms = (tonumber(wait_ms) or 0) + (ttl or tonumber(kind["default_ttl"]))
+          pcall(keep_hold, kind["prefix"], key, owner, ms)
+        end
+      end
+    end
+  end
+end
+
+-- decode_kinds(text): the kinds table from its JSON argument; nil for ""/nil
+-- (a caller that passes none: no holds minded).
+local function decode_kinds(text)
+  if type(text) ~= "string" or text == "" then
+    return nil
+  end
+  return cjson.decode(text)
+end

@@ -1,0 +1,97 @@
+"""cogworker_async/holds.py: the declarations, and what the worker's side makes of them
+(the scripts' side: tests/lua/test_holds.py)."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from cogworker_async import holds
+from cogworker_async.holds import Event, Hold, Rule
+from cogworker_async.keys import Keys
+from cogworker_async.unique.lock import is_lock_key
+
+KEYS = Keys("ns")
+
+
+def test_every_declared_kind_rules_every_event() -> None:
+    for kind in holds.KINDS.values():
+        assert set(kind.rules) == set(Event)
+
+
+def test_encode_releases_keeps_for_the_wait_plus_the_ttl_and_leaves_out_the_rest() -> None:
+    unique = Hold(holds.UNIQUE.name, "ns:unique:t.job:1", "j1", 30.0)
+    running = Hold(holds.PERIODIC_RUNNING.name, "ns:periodic:running:nightly", "j1")
+    assert holds.encode(KEYS, [unique, running], Event.DEAD, position=3) == [
+        3, "ns:unique:", "ns:unique:t.job:1", "j1", "",
+        3, "ns:periodic:running:", "ns:periodic:running:nightly", "j1", "",
+    ]  # fmt: skip
+    kept = holds.encode(KEYS, [unique, running], Event.RETRY, wait=10.0)
+    assert kept[4] == 40_000  # the wait + its own TTL
+    assert kept[9] == 3_610_000  # the wait + the kind's default (it names none)
+    # A requeue leaves the unique lock (the job still holds it), keeps the other.
+    assert holds.encode(KEYS, [unique, running], Event.RECOVERY_REQUEUE) == [
+        1, "ns:periodic:running:", "ns:periodic:running:nightly", "j1", 3_600_000,
+    ]  # fmt: skip
+    assert holds.block(KEYS, [unique], Event.SHUTDOWN_REQUEUE) == [0]
+    assert holds.released([unique, running], Event.RETRY) == []
+    assert holds.released([unique, running], Event.ACK) == [unique, running]
+
+
+def test_read_finds_each_kind_by_its_declaration() -> None:
+    job = {
+        "jid": "j1",
+        "unique": {"key": "ns:unique:t.job:1", "mode": "until_executed", "for": 30},
+        "periodic_pjid": "nightly",
+        "periodic_until_executed": True,
+        "periodic_queued_ttl": 90,
+    }
+    assert holds.read(job, KEYS) == (
+        Hold("unique", "ns:unique:t.job:1", "j1", 30.0),
+        Hold("periodic_running", "ns:periodic:running:nightly", "j1", 90.0),
+    )
+    # Not a run of an overlap=False entry (the flag must be JSON true), no TTL of
+    # its own: the kind's default applies later.
+    assert holds.read({**job, "periodic_until_executed": 1, "unique": None}, KEYS) == ()
+    odd_ttl = {"jid": "j1", "unique": {"key": "ns:unique:x", "for": float("inf")}}
+    assert holds.read(odd_ttl, KEYS) == (Hold("unique", "ns:unique:x", "j1", None),)
+
+
+@pytest.mark.parametrize(
+    "field",
+    [
+        {"key": "ns:paused"},  # another key of the namespace
+        {"key": "ns:unique:~releases"},  # the prefix's own bookkeeping
+        {"key": "ns:unique:"},  # the bare prefix
+        {"key": "other:unique:x"},  # another namespace
+        {"key": 5},
+    ],
+)
+def test_read_refuses_a_key_outside_its_prefix(field: dict[str, object]) -> None:
+    assert holds.read({"jid": "j1", "unique": field}, KEYS) == ()
+
+
+def test_an_until_executing_lock_is_held_only_before_the_start() -> None:
+    job = {"jid": "j1", "unique": {"key": "ns:unique:x", "mode": "until_executing"}}
+    assert holds.read(job, KEYS) == ()
+    assert holds.read(job, KEYS, started=False) == (Hold("unique", "ns:unique:x", "j1", None),)
+
+
+def test_the_prefix_rule_is_the_unique_locks_rule() -> None:
+    prefix = "ns:unique:"
+    for key in ("ns:unique:a", "ns:unique:~r", "ns:unique:", "ns:uniquex", "x"):
+        assert holds.is_held_key(key, prefix) == is_lock_key(key, prefix)
+    assert not holds.is_held_key("ns:unique:a", "")
+
+
+def test_the_kinds_table_carries_prefixes_fields_and_rules() -> None:
+    table = orjson.loads(holds.kinds_table(KEYS))
+    by_prefix = {kind["prefix"]: kind for kind in table}
+    unique = by_prefix["ns:unique:"]
+    assert unique["mark"] == '"unique"'
+    assert unique["key"] == ["unique", "key"]
+    assert unique["rules"]["recovery_requeue"] == Rule.LEAVE.value
+    running = by_prefix["ns:periodic:running:"]
+    assert running["named"] is True
+    assert running["when"] == [["periodic_until_executed"], True]
+    assert running["default_ttl"] == 3_600_000
