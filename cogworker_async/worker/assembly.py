@@ -184,6 +184,7 @@ def build_parts(
         jobs=registry.names,
         on_beat=freeze.beaten,
     )
+    processors.on_start = heartbeat.soon
     return Parts(
         redis=redis,
         keys=keys,

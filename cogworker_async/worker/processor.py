@@ -83,6 +83,10 @@ class RunningJob:
         self.phase = BEFORE_HANDLER
 
 
+def _nothing() -> None:
+    return None
+
+
 class Processors:
     """Shared state of a worker's processors, and the loop each one runs."""
 
@@ -156,6 +160,8 @@ class Processors:
         # refused if they come (a fetched job waiting for a processor).
         self._tasks: dict[int, asyncio.Task[Any]] = {}
         self.pending_aborts: dict[str, float] = {}
+        # Told of every start (the heartbeat's early beat, so Busy shows the job).
+        self.on_start: Callable[[], None] = _nothing
 
     async def drain_tracking(self) -> None:
         """Wait (bounded) for status writes still out, before the connection closes."""
@@ -270,6 +276,7 @@ class Processors:
             return
         started = time.time()
         self.running[slot] = running = RunningJob(raw, job, started)
+        self.on_start()
         # A job that holds a lock (a periodic entry's run, a unique job) is
         # minded at its start and its end; a plain job pays these two lookups.
         locked = PJID in job or "unique" in job
