@@ -5,6 +5,7 @@ because of an infrastructure fault, and a job that kills its own process is
 stopped after a bounded number of tries.
 """
 
+from cogworker_async import limits
 from cogworker_async._version import __version__
 from cogworker_async.client import AbortOutcome, Client, JobHandle
 from cogworker_async.client.tracking import JobStatus
@@ -61,5 +62,6 @@ __all__ = [
     "current_job",
     "job",
     "lifespan_state",
+    "limits",
     "periodic",
 ]

@@ -1,6 +1,7 @@
 """What a job holds across its life, and what becomes of each hold when it settles.
 
-Invariant: a hold is a Redis string whose value is its owner (the job's jid);
+Invariant: a hold is a Redis string whose value is its owner (the job's jid),
+or (a "member" kind: a limiter slot) the owner's membership in a set;
 it is released, or kept for a while longer, only by its owner, only under its
 kind's key prefix, and in the same atomic Lua step that settles the job
 (``lua_scripts/includes/holds.lua``), so a job never ends with its claims
@@ -33,6 +34,12 @@ from cogworker_async.keys import Keys
 # What ``encode`` puts on the wire for one hold: (position, prefix, key,
 # owner, ttl ms or "" to release); see ``includes/holds.lua``.
 HOLD_FIELDS = 5
+
+# A kind whose prefix ends so holds set members, not strings: its key is a set
+# (a concurrency limit's running jobs) and the owner is one member of it. The
+# include tells the shapes apart by this ending alone (no TYPE call per hold);
+# ``declare`` checks that a "member" kind's prefix has it and no other has.
+MEMBER_PREFIX_END = ":limits:"
 
 
 class Event(enum.StrEnum):
@@ -75,6 +82,8 @@ class InPayload:
     ``key``: the field holding the key, or (``named``) the name the key is
     the kind's prefix plus. ``ttl``: the field holding its own TTL (s), if
     any. ``when``: a field that must equal a value for the job to hold it.
+    ``many``: the field holds a list of names (each a hold of the kind,
+    ``named`` or not), not one key.
     ``unless_started``: a field that, equal to its value, says the job gave
     the hold back as it started (an ``until_executing`` unique job): read so
     on the paths after a start (ack, filing, burial, requeue), not on those
@@ -88,6 +97,7 @@ class InPayload:
     ttl: Path | None = None
     when: tuple[Path, Any] | None = None
     unless_started: tuple[Path, Any] | None = None
+    many: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +109,9 @@ class HoldKind:
     default_ttl: float  # s, kept for when a hold names no TTL of its own
     rules: Mapping[Event, Rule]
     payload: InPayload | None = None  # None: carried by the worker only
+    # "string": the key holds the owner; "member": the key is a set, the owner
+    # one member (its prefix ends with MEMBER_PREFIX_END; released only, never kept).
+    shape: str = "string"
 
     def rule(self, event: Event) -> Rule:
         return self.rules[event]
@@ -132,6 +145,14 @@ def declare(kind: HoldKind) -> HoldKind:
         raise ValueError(f"hold kind {kind.name!r} is already declared")
     if kind.default_ttl <= 0:
         raise ValueError(f"hold kind {kind.name!r}: default_ttl must be positive")
+    member = kind.prefix(Keys("ns")).endswith(MEMBER_PREFIX_END)
+    if kind.shape not in ("string", "member") or member != (kind.shape == "member"):
+        raise ValueError(
+            f"hold kind {kind.name!r}: a member kind's prefix, and only its, ends with "
+            f"{MEMBER_PREFIX_END!r}"
+        )
+    if kind.shape == "member" and any(rule is Rule.KEEP for rule in kind.rules.values()):
+        raise ValueError(f"hold kind {kind.name!r}: a member hold is released, never kept")
     _KINDS[kind.name] = kind
     return kind
 
@@ -215,6 +236,21 @@ PERIODIC_RUNNING = declare(
     )
 )
 
+# A concurrency limit's slot (cogworker_async/limits): the running job's jid in
+# the set <ns>:limits:<key>, taken with the job by the fetch. Every ending
+# releases it, requeues too (a job waiting on its queue holds no slot); the
+# release unparks the oldest job parked on the key (includes/holds.lua).
+LIMIT_SLOT = declare(
+    HoldKind(
+        "limit_slot",
+        prefix=lambda keys: keys.limits_prefix,
+        default_ttl=3600.0,
+        rules=_rules(),
+        payload=InPayload(key=("limit_slots",), named=True, many=True),
+        shape="member",
+    )
+)
+
 
 def released(holds: Iterable[Hold], event: Event) -> list[Hold]:
     """The holds ``event`` releases (what a caller hands over when it cannot
@@ -271,36 +307,47 @@ def _seconds(value: Any) -> float | None:
 def hold_in(
     job: Mapping[str, Any], kind: HoldKind, keys: Keys, *, started: bool = True
 ) -> Hold | None:
-    """The hold of ``kind`` a decoded job names, or None (as ``includes/holds.lua``
-    reads it from the raw payload). ``started``: the job's run began (see
-    ``InPayload.unless_started``)."""
+    """The (first) hold of ``kind`` a decoded job names, or None (see ``holds_in``)."""
+    return next(iter(holds_in(job, kind, keys, started=started)), None)
+
+
+def holds_in(
+    job: Mapping[str, Any], kind: HoldKind, keys: Keys, *, started: bool = True
+) -> list[Hold]:
+    """The holds of ``kind`` a decoded job names (as ``includes/holds.lua``
+    reads them from the raw payload): one at most, or (``many``) one per name
+    of its list. ``started``: the job's run began (see ``InPayload.unless_started``)."""
     spec = kind.payload
     if spec is None or spec.key[0] not in job:
-        return None
+        return []
     owner = job.get("jid")
     if not isinstance(owner, str) or not owner:
-        return None
+        return []
     if spec.when is not None and not _same(_at(job, spec.when[0]), spec.when[1]):
-        return None
+        return []
     gave_back = spec.unless_started
     if started and gave_back is not None and _same(_at(job, gave_back[0]), gave_back[1]):
-        return None
-    key, prefix = _at(job, spec.key), kind.prefix(keys)
-    if not isinstance(key, str) or not key:
-        return None
-    if spec.named:
-        key = prefix + key
-    if not is_held_key(key, prefix):
-        return None
+        return []
+    found = _at(job, spec.key)
+    names = (found if isinstance(found, list) else []) if spec.many else [found]
+    prefix = kind.prefix(keys)
     ttl = None if spec.ttl is None else _seconds(_at(job, spec.ttl))
-    return Hold(kind.name, key, owner, ttl)
+    held = []
+    for key in names:
+        if not isinstance(key, str) or not key:
+            continue
+        full = prefix + key if spec.named else key
+        if is_held_key(full, prefix):
+            held.append(Hold(kind.name, full, owner, ttl))
+    return held
 
 
 def read(job: Mapping[str, Any], keys: Keys, *, started: bool = True) -> tuple[Hold, ...]:
-    """Every hold a decoded job names in its payload, one per kind at most
-    (``started``: see ``hold_in``)."""
-    found = (hold_in(job, kind, keys, started=started) for kind in _KINDS.values())
-    return tuple(hold for hold in found if hold is not None)
+    """Every hold a decoded job names in its payload, one per kind at most but
+    for a ``many`` kind's (``started``: see ``hold_in``)."""
+    return tuple(
+        hold for kind in _KINDS.values() for hold in holds_in(job, kind, keys, started=started)
+    )
 
 
 def kinds_table(keys: Keys) -> bytes:
@@ -325,6 +372,7 @@ def kinds_spec(keys: Keys) -> list[dict[str, Any]]:
                 "ttl": spec.ttl or False,
                 "when": spec.when or False,
                 "unless_started": spec.unless_started or False,
+                "many": spec.many,
                 "prefix": kind.prefix(keys),
                 "default_ttl": max(1, int(kind.default_ttl * 1000)),
                 "rules": {event.value: rule.value for event, rule in kind.rules.items()},

@@ -11,11 +11,12 @@ unknown name is a ``TypeError`` naming it and the options taken.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, TypedDict
 
+from cogworker_async.limits import Limit, check_limits
 from cogworker_async.settings import Settings, check_queue_name
 from cogworker_async.timing import check_duration
 from cogworker_async.unique.lock import UniqueKey, UniqueMode, check_unique
@@ -58,11 +59,14 @@ class JobOptionArgs(RunOptionArgs, total=False):
       ``unique_key(*args, **kwargs)``.
     - ``unique_for``: the lock's TTL in seconds (default ``DEFAULT_UNIQUE_FOR``, an hour).
     - ``unique_key``: a callable giving what the lock is keyed by.
+    - ``limits``: a list of limits (``limits.concurrency(key, n)``); a job over
+      one is held until it has room (``docs/guides/limits.md``).
     """
 
     unique: UniqueMode | None
     unique_for: float | None
     unique_key: UniqueKey | None
+    limits: Sequence[Limit] | None
 
 
 class EnqueueOptionArgs(JobOptionArgs, total=False):
@@ -131,6 +135,7 @@ class JobOptions:
     unique_for: float | None = None
     unique_key: UniqueKey | None = None
     backtrace: BacktraceOption | None = None
+    limits: Sequence[Limit] | None = None
 
     def check(self) -> JobOptions:
         """These options, each checked (the one place that checks them all):
@@ -138,6 +143,7 @@ class JobOptions:
         check_timing(self.delay, self.at)
         check_backtrace(self.backtrace)
         check_unique(self.unique, self.unique_for, self.unique_key)
+        check_limits(self.limits)
         check_timeout(self.timeout)
         check_keep_result(self.keep_result)
         check_queue_name(self.queue)

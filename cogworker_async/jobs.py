@@ -183,7 +183,7 @@ class JobFunction(Generic[P, R]):
     def options(self, **options: Unpack[EnqueueOptionArgs]) -> BoundJob[P, R]:
         """This job with options for one enqueue: any of ``EnqueueOptionArgs``
         (queue, delay/at, retry, timeout, keep_result, status, unique, unique_for,
-        unique_key, backtrace); one left out or None keeps the job's own."""
+        unique_key, backtrace, limits); one left out or None keeps the job's own."""
         return BoundJob(self, self.defaults.merged(options, f"{self.name}.options()"))
 
 

@@ -184,6 +184,24 @@ class Keys:
         return f"{self.ns}:periodic:running:"
 
     @property
+    def limits_prefix(self) -> str:
+        """``<ns>:limits:``: a concurrency limit's running jobs are the set
+        ``<ns>:limits:<key>``; its bookkeeping keys start ``<ns>:limits:~``."""
+        return f"{self.ns}:limits:"
+
+    def limit_slots(self, key: str) -> str:
+        return f"{self.ns}:limits:{key}"
+
+    def limit_parked(self, key: str) -> str:
+        """The jobs held back by the limit ``key``, oldest at the tail (a list)."""
+        return f"{self.ns}:limits:~parked:{key}"
+
+    @property
+    def limit_config(self) -> str:
+        """Limits set at run time (``limits set``): key -> limit (a hash)."""
+        return f"{self.ns}:limits:~config"
+
+    @property
     def tracking_prefix(self) -> str:
         """``<ns>:``, from which ``includes/job_end.lua`` names a job's status, result,
         result_gone and result_ready exactly as the methods below do."""

@@ -30,13 +30,14 @@ class Place(enum.Enum):
     IN_PROGRESS = "in_progress"  # <ns>:in_progress:<identity>, exactly as fetched
     REPEAT_ORPHANS = "repeat_orphans"  # <ns>:repeat_orphans: parked for a ProcessDied burial
     UNSETTLED = "unsettled"  # <ns>:unsettled: a failure a stopping process couldn't file
+    HELD = "held"  # <ns>:limits:~parked:<key>: over a limit, waits for a slot (a list)
     GONE = "gone"  # in no job key: it has ended (its status and result, if kept, remain)
 
 
 class State(enum.Enum):
     """A job's state: its place, and the status string it reports (None: none of its own).
 
-    The in-between states (``parked``, ``unsettled``) are the ones recovery and
+    The in-between states (``parked``, ``unsettled``, ``held``) are the ones recovery and
     settlement need; a tracked job there still reports the status it had.
     """
 
@@ -55,6 +56,8 @@ class State(enum.Enum):
     PARKED = ("parked", Place.REPEAT_ORPHANS, None)
     # Failed while its process stopped and Redis refused the filing.
     UNSETTLED = ("unsettled", Place.UNSETTLED, None)
+    # Taken over one of its limits: held on the key, in order, until a slot frees.
+    HELD = ("held", Place.HELD, None)
 
     def __init__(self, label: str, place: Place, status: str | None) -> None:
         self.label = label
@@ -125,6 +128,12 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition(S.RETRYING, S.QUEUED, "graduate", "due"),
     # One queue read with BLMOVE is the same move as one atomic command.
     Transition(S.QUEUED, S.RUNNING, "fetch", "fetch"),
+    # Limits: a job over one is held on its key (never retried), and let back
+    # onto its queue by the step that frees a slot of the key (any ending; the
+    # ack stands for them all here).
+    Transition(S.QUEUED, S.HELD, "fetch", "over a limit"),
+    Transition(S.RUNNING, S.HELD, "admit_taken", "taken by a wait, over a limit"),
+    Transition(S.HELD, S.QUEUED, "ack", "a slot of its key freed"),
     # Settling a run.
     Transition(S.RUNNING, S.SUCCEEDED, "ack", "success"),
     Transition(S.RUNNING, S.SUCCEEDED, "fetch", "success, acked with the next fetch"),

@@ -25,6 +25,9 @@
 -- then the queue names matching KEYS[5..]
 -- then the unique lock prefix (keys.unique(""); "" renews nothing) and the
 --   default unique_for (ms) of a payload that names none (renew_taken_locks)
+-- then the limits prefix (keys.limits_prefix; "" checks none): a job that
+--   names limits is admitted only while each has room, else parked on the
+--   first full one's list instead of taken (includes/limits.lua, admit_job)
 -- then, last and only when some acked job carries one, the ends block: e, the
 --   tracking prefix and e groups of 6 (includes/acked_ends.lua): the kept
 --   results and final statuses of acked jobs, written in this same step
@@ -36,7 +39,8 @@
 -- jid holding its lock afterwards (false: the key is not a string),
 -- end failures: the status key and error of each end or "working" write that
 -- failed (acked_ends)}.
--- Atomic: a job is on its queue or on the in-progress list, never neither.
+-- Atomic: a job is on its queue, on the in-progress list, or (held back by a
+-- limit) parked on its limit's list: never neither, never two.
 --
 -- Suspects (jobs requeue.lua marked after orphaning them more than once) run
 -- alone: one is taken only as the first job of a call that accepts them, and
@@ -49,12 +53,14 @@
 --- @include ack_jobs
 --- @include history
 --- @include acked_ends
+--- @include limits
 
 local missing, acked = ack_jobs(KEYS[1], ARGV[3], 10, ARGV[1] == "reliable")
 local names_at = settle_acked_holds(10 + acked, missing, ARGV[1] == "reliable")
 local unique_prefix = ARGV[names_at + #KEYS - 4]
 local unique_default_ms = tonumber(ARGV[names_at + #KEYS - 3])
-local end_failures = write_acked_ends(names_at + #KEYS - 2)
+local limits_prefix = ARGV[names_at + #KEYS - 2]
+local end_failures = write_acked_ends(names_at + #KEYS - 1)
 -- Only what this call removed: an ack resent after a lost reply counts once.
 count_processed(KEYS[3], KEYS[4], acked - #missing, tonumber(ARGV[5]))
 count_runs(ARGV[7], ARGV[8], missing)
@@ -81,6 +87,7 @@ for i = 5, #KEYS do
       broken[#broken + 1] = name
     else
       local first = #taken + 1
+      local consumed = 0 -- off this queue: taken or parked by a limit
       local skipped = false -- a suspect left at this queue's front
       for j = #batch, 1, -1 do
         local job = batch[j]
@@ -89,26 +96,35 @@ for i = 5, #KEYS do
           real, job = real_suspect(job, counter_prefix)
           if real then
             if #taken == 0 and suspects_ok then
-              taken[1] = job
-              alone = true
+              consumed = consumed + 1
+              if admit_job(job, limits_prefix) then
+                taken[1] = job
+                alone = true
+              end
             else
               skipped = true
             end
             break
           end
         end
-        taken[#taken + 1] = job
+        consumed = consumed + 1
+        if admit_job(job, limits_prefix) then
+          taken[#taken + 1] = job
+        end
       end
       local moved = #taken - first + 1
-      if moved > 0 then
+      if consumed > 0 then
         -- Written before removed: a script stopped between the two keeps the
         -- jobs on both lists (a stray, requeued later), never on neither.
         -- LPUSH of the jobs in the order taken leaves the list as that many
-        -- LMOVE RIGHT LEFT would: the newest fetch at the head.
-        if reliable then
+        -- LMOVE RIGHT LEFT would: the newest fetch at the head. The jobs a
+        -- limit parked left the queue too, onto their limit's list.
+        if reliable and moved > 0 then
           redis.call("LPUSH", KEYS[1], unpack(taken, first, #taken))
         end
-        redis.call("LTRIM", KEYS[i], 0, -(moved + 1))
+        redis.call("LTRIM", KEYS[i], 0, -(consumed + 1))
+      end
+      if moved > 0 then
         sources[#sources + 1] = name
         sources[#sources + 1] = moved
       end

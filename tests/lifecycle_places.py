@@ -2,7 +2,8 @@
 
 Reads every key a job can be in (SPEC.md §2): each queue of the queues set
 (and any named here), the schedule, retry and dead sets, every in-progress
-list (the registry's and any a SCAN finds), repeat_orphans and unsettled. A
+list (the registry's and any a SCAN finds), every limit's held jobs,
+repeat_orphans and unsettled. A
 job found twice is reported twice: the lifecycle's invariant is one place.
 """
 
@@ -42,6 +43,8 @@ async def _lists(redis: Redis, keys: Keys, extra_queues: Iterable[str]) -> list[
     async for key in redis.scan_iter(match=f"{keys.in_progress_prefix}*", count=500):
         identities.add(_text(key)[len(keys.in_progress_prefix) :])
     lists.extend((Place.IN_PROGRESS, keys.in_progress(i)) for i in sorted(identities))
+    async for key in redis.scan_iter(match=f"{keys.limit_parked('')}*", count=500):
+        lists.append((Place.HELD, _text(key)))
     lists.append((Place.REPEAT_ORPHANS, keys.repeat_orphans))
     lists.append((Place.UNSETTLED, keys.unsettled))
     return lists

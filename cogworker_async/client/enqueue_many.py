@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 from cogworker_async import payload
 from cogworker_async.jobs import BoundJob, JobArgs, JobFunction, JobOptions, payload_options
 from cogworker_async.keys import Keys
+from cogworker_async.limits import payload_fields
 from cogworker_async.middleware import ClientMiddleware
 from cogworker_async.settings import Settings
 from cogworker_async.store import locks
@@ -156,6 +157,8 @@ class ManyBatch:
                     unique_for=self.options.unique_for,
                     unique_key=self.options.unique_key,
                 )
+            if self.options.limits:
+                job.update(payload_fields(self.options.limits, args, kwargs))
         position = self.added
         self.added += 1
         one = payload.encode_job(job)

@@ -29,6 +29,7 @@ from cogworker_async.jobs import (
     check_timing,
     payload_options,
 )
+from cogworker_async.limits import payload_fields
 from cogworker_async.middleware import run_client_chain
 from cogworker_async.settings import check_queue_name
 from cogworker_async.store import locks
@@ -113,6 +114,8 @@ class Enqueueing(AskingAboutJobs):
                 unique_for=options.unique_for,
                 unique_key=options.unique_key,
             )
+        if options.limits:
+            job.update(payload_fields(options.limits, args, kwargs))
         if self.middleware:
             # Middleware sees only JSON-safe arguments (checked one by one, so
             # the error names the one at fault).

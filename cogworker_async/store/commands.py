@@ -188,6 +188,7 @@ async def fetch(
     has its lock (under it) renewed for its ``unique_for`` (``unique_default``
     s when its payload names none) in the same step ("": none renewed).
     ``starts``: tracked jobs' ``working`` writes, made in the same step.
+    A job whose limit is full is parked on it instead of taken (``limits``).
     """
     script_keys = [
         keys.in_progress(identity),
@@ -207,6 +208,7 @@ async def fetch(
         *queues,
         unique_prefix,
         max(1, int(unique_default * 1000)),
+        keys.limits_prefix,
         *_end_args(keys, acks, starts),
     ]
     reply = await script("fetch").run(redis, script_keys, args)

@@ -36,6 +36,7 @@ from cogworker_async.store import commands
 from cogworker_async.store.commands import Ack, End, Start
 from cogworker_async.store.connection import drop_idle_connections, unblock_named
 from cogworker_async.store.faults import FailureLog, is_outage
+from cogworker_async.store.limits import LIMITS_MARK, Admission, admit_taken
 from cogworker_async.store.replies import text
 from cogworker_async.timing import idle_backoff
 from cogworker_async.unique.lock import DEFAULT_UNIQUE_FOR
@@ -514,6 +515,14 @@ class Fetcher:
                 self._starving.clear()
                 self._kick.set()
 
+    async def _held_back(self, job: bytes) -> bool:
+        """Whether a job a blocking wait took is not to run here: parked by a
+        full limit (or gone), as the fetch script parks the jobs it takes."""
+        admission = await admit_taken(
+            self._redis, self._keys, identity=self._identity, job=job, reliable=self.reliable
+        )
+        return admission is not Admission.RUN
+
     async def _block_once(self, streak: int) -> Woke:
         """One blocking wait on the unpaused queues; a job it brings is delivered."""
         paused = await self._redis.smembers(self._keys.paused)
@@ -537,6 +546,8 @@ class Fetcher:
         )
         if job is None:
             return woke
+        if LIMITS_MARK in job and await self._held_back(job):
+            return Woke.WOKEN
         # Only BLMOVE brings a job (reliable mode), from its one queue.
         self._remember([job], [(names[0], 1)])
         if stopped and queue is not None:

@@ -1,7 +1,8 @@
 """What a processor does for a job that holds a lock: a periodic entry's run
-(``periodic_pjid`` in its payload) or a unique job (``unique``).
+(``periodic_pjid`` in its payload), a unique job (``unique``) or a job with a
+concurrency limit's slot (``limit_slots``).
 
-A plain job never reaches this module: the processor tests for the two fields
+A plain job never reaches this module: the processor tests for the fields
 once at the job's start and once at its end. The locks themselves are
 released in the Lua step that settles the job (see docs/design.md, "Unique
 jobs: where each lock is released"); this module hands the processor's part

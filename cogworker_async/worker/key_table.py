@@ -58,6 +58,9 @@ TYPED: dict[str, ExpectedType] = {
     "periodic_entries": "hash",
     "periodic_results": "hash",
     "periodic_paused": "set",
+    "limit_slots": "set",  # a concurrency limit's running jids; but limits:~... (below)
+    "limit_parked": "list",
+    "limit_config": "hash",
 }
 
 # The Keys members the guard never moves, and why.
@@ -77,6 +80,7 @@ NOT_GUARDED: dict[str, str] = {
     "periodic_claim_before_21": "the old-format slot claim, as periodic_claim",
     "result_ready": "a pub/sub channel, not a key",
     "tracking_prefix": "a prefix (status, result, result_gone)",
+    "limits_prefix": "a prefix (limit_slots, limit_parked, limit_config)",
 }
 
 # Keys of a family whose type differs from the family's: periodic's three hashes
@@ -105,6 +109,8 @@ _PREFIXED = (
     "result_gone",
     "given_back",
     "quarantine",
+    "limit_slots",
+    "limit_parked",
 )
 _HOLE = "\x00"
 

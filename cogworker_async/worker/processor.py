@@ -39,6 +39,7 @@ from cogworker_async import payload
 from cogworker_async.context import set_current
 from cogworker_async.errors import JobTimeout, UnknownJob
 from cogworker_async.jobs import JobFunction, JobRegistry
+from cogworker_async.limits import LIMIT_SLOTS
 from cogworker_async.middleware import Next, ServerMiddleware, wrap_server_chain
 from cogworker_async.periodic.running import PJID, PeriodicRuns
 from cogworker_async.store.commands import End
@@ -277,9 +278,10 @@ class Processors:
         started = time.time()
         self.running[slot] = running = RunningJob(raw, job, started)
         self.on_start()
-        # A job that holds a lock (a periodic entry's run, a unique job) is
-        # minded at its start and its end; a plain job pays these two lookups.
-        locked = PJID in job or "unique" in job
+        # A job that holds a lock (a periodic entry's run, a unique job, a
+        # limit's slot) is minded at its start and its end; a plain job pays
+        # these three lookups.
+        locked = PJID in job or "unique" in job or LIMIT_SLOTS in job
         end: End | None = None  # a tracked job's result and final status, for its ack
         try:
             if locked:

@@ -25,11 +25,54 @@ local function is_held_key(key, prefix)
     and string.sub(key, #prefix + 1, #prefix + 1) ~= "~"
 end
 
+-- A "member" kind (holds.py MEMBER_PREFIX_END): its prefix ends ":limits:",
+-- its key is a set (a concurrency limit's running jobs) and the owner one
+-- member of it. Told by the prefix alone: no TYPE call per hold.
+local function is_member_prefix(prefix)
+  return string.sub(prefix, -8) == ":limits:"
+end
+
+-- unpark_one(prefix, name): the oldest job parked on limit `name` (the list
+-- <prefix>~parked:<name>, oldest at the tail) goes back to the tail of its
+-- queue (where it is taken next) and wakes an idle fetcher: a freed slot lets
+-- the next held job in, in order. The queue and wake-up keys are built from
+-- the namespace the prefix starts with (<ns>:limits:). Returns 1 when a job
+-- moved, else 0.
+local function unpark_one(prefix, name)
+  local job = redis.call("RPOP", prefix .. "~parked:" .. name)
+  if not job then
+    return 0
+  end
+  local ns = string.sub(prefix, 1, #prefix - #"limits:")
+  local ok, decoded = pcall(cjson.decode, job)
+  local queue = ok and type(decoded) == "table" and decoded["queue"] or nil
+  if type(queue) ~= "string" or queue == "" then
+    queue = "default"
+  end
+  redis.call("RPUSH", ns .. "queue:" .. queue, job)
+  redis.pcall("ZADD", ns .. "wakeup:" .. queue, 0, "1")
+  return 1
+end
+
+-- release_member(prefix, key, owner): `owner` leaves the set `key`; when it
+-- was in it, the oldest job parked on that key is let back in (unpark_one).
+-- Returns 1 when released, else 0.
+local function release_member(prefix, key, owner)
+  if redis.call("SREM", key, owner) == 0 then
+    return 0
+  end
+  unpark_one(prefix, string.sub(key, #prefix + 1))
+  return 1
+end
+
 -- release_hold(prefix, key, owner): deleted while `owner` holds it. Returns 1
 -- when released, else 0.
 local function release_hold(prefix, key, owner)
   if owner == nil or owner == "" or not is_held_key(key, prefix) then
     return 0
+  end
+  if is_member_prefix(prefix) then
+    return release_member(prefix, key, owner)
   end
   if redis.call("GET", key) == owner then
     return redis.call("DEL", key)
@@ -41,7 +84,8 @@ end
 -- free (it ran out) or already its own; another owner's left alone. Returns 1
 -- when held by `owner` afterwards, else 0.
 local function keep_hold(prefix, key, owner, ttl_ms)
-  if owner == nil or owner == "" or not is_held_key(key, prefix) then
+  if owner == nil or owner == "" or not is_held_key(key, prefix)
+      or is_member_prefix(prefix) then
     return 0
   end
   local holder = redis.call("GET", key)
@@ -97,12 +141,13 @@ local function field_at(t, path)
   return value
 end
 
--- payload_hold(job, kind, started): the key, owner and TTL (ms, or nil) of
--- the hold of `kind` the decoded payload `job` names; nil when it names none,
--- or a key outside the kind's prefix. `started`: the job's run began, so a
+-- payload_holds(job, kind, started): the keys (a list), owner and TTL (ms, or
+-- nil) of the holds of `kind` the decoded payload `job` names: one key, or
+-- (kind "many") one per name of its list; nil when it names none. A key
+-- outside the kind's prefix is left out. `started`: the job's run began, so a
 -- hold it gave back as it started (unless_started: an until_executing unique
 -- lock) is not its own any more; a waiting job still holds it.
-local function payload_hold(job, kind, started)
+local function payload_holds(job, kind, started)
   local owner = job["jid"]
   if type(owner) ~= "string" or owner == "" then
     return nil
@@ -114,27 +159,36 @@ local function payload_hold(job, kind, started)
   if started and gave_back and field_at(job, gave_back[1]) == gave_back[2] then
     return nil
   end
-  local key = field_at(job, kind["key"])
-  if type(key) ~= "string" or key == "" then
-    return nil
+  local found = field_at(job, kind["key"])
+  local names = {found}
+  if kind["many"] then
+    names = type(found) == "table" and found or {}
   end
-  if kind["named"] then
-    key = kind["prefix"] .. key
+  local keys = {}
+  for _, key in ipairs(names) do
+    if type(key) == "string" and key ~= "" then
+      if kind["named"] then
+        key = kind["prefix"] .. key
+      end
+      if is_held_key(key, kind["prefix"]) then
+        keys[#keys + 1] = key
+      end
+    end
   end
-  if not is_held_key(key, kind["prefix"]) then
+  if #keys == 0 then
     return nil
   end
   local ttl = kind["ttl"] and tonumber(field_at(job, kind["ttl"])) or nil
   if ttl and (ttl <= 0 or ttl ~= ttl or ttl == math.huge) then
     ttl = nil
   end
-  return key, owner, ttl and math.floor(ttl * 1000) or nil
+  return keys, owner, ttl and math.floor(ttl * 1000) or nil
 end
 
 -- settle_payload_holds(entry, kinds, event, started, wait_ms): every hold the
 -- raw payload `entry` names, settled as its kind's rule for `event` (an Event
 -- name of holds.py) says: released, kept for wait_ms (default 0) plus its TTL
--- (or the kind's default), or left. `started`: see payload_hold. `kinds` is
+-- (or the kind's default), or left. `started`: see payload_holds. `kinds` is
 -- the decoded table; nil or empty settles nothing (a caller minding none).
 local function settle_payload_holds(entry, kinds, event, started, wait_ms)
   if type(kinds) ~= "table" or type(entry) ~= "string" then
@@ -149,12 +203,14 @@ local function settle_payload_holds(entry, kinds, event, started, wait_ms)
         job = (ok and type(decoded) == "table") and decoded or false
       end
       if job then
-        local key, owner, ttl = payload_hold(job, kind, started)
-        if key and rule == "release" then
-          pcall(release_hold, kind["prefix"], key, owner)
-        elseif key then
-          local ms = (tonumber(wait_ms) or 0) + (ttl or tonumber(kind["default_ttl"]))
-          pcall(keep_hold, kind["prefix"], key, owner, ms)
+        local keys, owner, ttl = payload_holds(job, kind, started)
+        for _, key in ipairs(keys or {}) do
+          if rule == "release" then
+            pcall(release_hold, kind["prefix"], key, owner)
+          else
+            local ms = (tonumber(wait_ms) or 0) + (ttl or tonumber(kind["default_ttl"]))
+            pcall(keep_hold, kind["prefix"], key, owner, ms)
+          end
         end
       end
     end

@@ -21,6 +21,7 @@ from cogworker_async.keys import Keys
 from cogworker_async.lifecycle import Place, State, Transition
 from cogworker_async.payload import new_jid
 from cogworker_async.store import aborts, admin, commands, locks, orphans
+from cogworker_async.store import limits as limits_store
 from cogworker_async.store.periodic import SlotClaim, claim_slots
 from cogworker_async.store.scripts import script
 from tests.lifecycle_places import places
@@ -82,6 +83,8 @@ async def put(job: Job, state: State | None) -> None:
     elif state is State.RUNNING:
         await enqueue(redis, keys, "default", job.raw)
         assert await fetch_one(redis, keys) == job.raw
+    elif state is State.HELD:
+        await redis.lpush(keys.limit_parked(LIMIT), job.raw)
     elif state is State.PARKED:
         await redis.rpush(keys.repeat_orphans, job.raw)
     elif state is State.UNSETTLED:
@@ -275,6 +278,39 @@ async def ack(job: Job) -> None:
     assert await commands.ack(job.redis, job.keys, identity=ME, acks=acks) == []
 
 
+# The one limit of the jobs of the transitions in and out of "held".
+LIMIT = "one"
+LIMITED = {"limits": [["concurrency", LIMIT, 1]], "limit_slots": [LIMIT]}
+
+
+async def hold_back(job: Job, *, blocking: bool = False) -> None:
+    """Another job of the key holds its one slot: ``job`` is taken (by a fetch,
+    or by a blocking wait, as the running job was, then ``admit_taken``) and held."""
+    slots = job.keys.limit_slots(LIMIT)
+    await job.redis.delete(slots)  # a BLMOVE takes no slot: the one it holds is another's
+    await job.redis.sadd(slots, new_jid())
+    if blocking:
+        admitted = await limits_store.admit_taken(
+            job.redis, job.keys, identity=ME, job=job.raw, reliable=True
+        )
+        assert admitted is limits_store.Admission.PARKED
+    else:
+        got = await commands.fetch(
+            job.redis, job.keys, identity=ME, queues=["default"], want=1, acks=[], reliable=True
+        )
+        assert got.jobs == []
+
+
+async def slot_freed(job: Job) -> None:
+    """The job holding the key's slot succeeds: its ack lets the held job back in."""
+    other = make_job(jid=new_jid(), **LIMITED)
+    await job.redis.sadd(job.keys.limit_slots(LIMIT), orjson.loads(other)["jid"])
+    await job.redis.lpush(job.keys.in_progress(ME), other)
+    held = holds.read(orjson.loads(other), job.keys)
+    acks = [commands.Ack(other, orjson.loads(other)["jid"], holds=held)]
+    assert await commands.ack(job.redis, job.keys, identity=ME, acks=acks) == []
+
+
 async def give_back(job: Job) -> None:
     given = await commands.give_back(
         job.redis, job.keys, identity=ME, jobs=[job.raw], default_queue="default"
@@ -293,6 +329,9 @@ MOVES: dict[tuple[str, State | None, State], Move] = {
     ("graduate", S.SCHEDULED, S.QUEUED): lambda j: graduate(j, j.keys.schedule),
     ("graduate", S.RETRYING, S.QUEUED): lambda j: graduate(j, j.keys.retry),
     ("fetch", S.QUEUED, S.RUNNING): lambda j: expect(fetch_one(j.redis, j.keys)),
+    ("fetch", S.QUEUED, S.HELD): hold_back,
+    ("admit_taken", S.RUNNING, S.HELD): lambda j: hold_back(j, blocking=True),
+    ("ack", S.HELD, S.QUEUED): slot_freed,
     ("ack", S.RUNNING, S.SUCCEEDED): ack,
     ("fetch", S.RUNNING, S.SUCCEEDED): lambda j: expect(
         commands.fetch(
@@ -373,7 +412,8 @@ async def test_the_script_moves_the_job_from_source_to_target(
     redis: Redis, keys: Keys, transition: Transition
 ) -> None:
     jid = new_jid()
-    job = Job(redis, keys, jid, make_job(jid=jid))
+    limited = State.HELD in (transition.source, transition.target)
+    job = Job(redis, keys, jid, make_job(jid=jid, **(LIMITED if limited else {})))
     if _key(transition) not in PLACED_BY_MOVE:
         await put(job, transition.source)
         before = [Place.GONE] if transition.source is None else [transition.source.place]

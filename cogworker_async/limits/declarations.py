@@ -1,0 +1,125 @@
+"""The limits a job declares (``@job(limits=[...])``, ``.options(limits=...)``),
+resolved to concrete keys at enqueue and carried in its payload.
+
+A limit's key is a string, or a function of the job's arguments giving one
+(``lambda account_id: f"acct:{account_id}"``): a job of account 7 and one of
+account 8 are limited apart. At enqueue every key is resolved, so the
+payload's ``"limits"`` is all a fetch needs (``lua_scripts/includes/limits.lua``):
+``[[kind, key, n], ...]``; the keys of the concurrency limits are also listed
+in ``"limit_slots"``: the slots the job holds while it runs (the hold
+``holds.LIMIT_SLOT``, released by every settling step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+LimitKey = str | Callable[..., Any]
+"""A limit's key: a string, or a function of the job's arguments giving one."""
+
+# The payload fields (see the module's docstring).
+LIMITS = "limits"
+LIMIT_SLOTS = "limit_slots"
+
+# A key's most characters: it names Redis keys (<ns>:limits:<key>).
+MAX_KEY = 200
+
+
+def check_key_text(key: object, where: str) -> str:
+    """A resolved key, or a ValueError/TypeError naming ``where``."""
+    if not isinstance(key, str):
+        raise TypeError(f"{where}: a limit key must be a str, got {type(key).__name__}")
+    if not key or len(key) > MAX_KEY or key.startswith("~") or not key.isprintable():
+        raise ValueError(
+            f"{where}: a limit key must be 1-{MAX_KEY} printable characters, "
+            f"not starting with '~', got {key!r}"
+        )
+    return key
+
+
+def _check_key(key: object) -> None:
+    if callable(key):
+        return
+    check_key_text(key, "limit")
+
+
+def _check_count(n: object, name: str) -> None:
+    if isinstance(n, bool) or not isinstance(n, int):
+        raise TypeError(f"{name} must be an int, got {type(n).__name__}")
+    if n < 1:
+        raise ValueError(f"{name} must be >= 1, got {n}")
+
+
+@dataclass(frozen=True, slots=True)
+class Concurrency:
+    """At most ``limit`` jobs of ``key`` run at once, across all processes."""
+
+    key: LimitKey
+    limit: int
+    kind = "concurrency"
+
+    def __post_init__(self) -> None:
+        _check_key(self.key)
+        _check_count(self.limit, "a concurrency limit")
+
+    def wire(self, key: str) -> list[Any]:
+        return [self.kind, key, self.limit]
+
+
+Limit = Concurrency
+
+
+def concurrency(key: LimitKey, limit: int) -> Concurrency:
+    """At most ``limit`` jobs of ``key`` (a str, or a function of the job's
+    arguments giving one) run at once, across every process. A job over the
+    limit is held, in order, until a running one of its key ends: never
+    retried, never failed for it."""
+    return Concurrency(key, limit)
+
+
+def check_limits(limits: object) -> None:
+    """Refuse anything but a list or tuple of declared limits."""
+    if limits is None:
+        return
+    if isinstance(limits, str | bytes) or not isinstance(limits, Sequence):
+        raise TypeError(
+            f"limits must be a list of limits (limits.concurrency(...)), got {limits!r}"
+        )
+    for limit in limits:
+        if not isinstance(limit, Concurrency):
+            raise TypeError(f"limits must hold limits (limits.concurrency(...)), got {limit!r}")
+
+
+def resolve_key(limit: Limit, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:
+    if not callable(limit.key):
+        return limit.key
+    try:
+        value = limit.key(*args, **kwargs)
+    except Exception as exc:  # why: the user's function; its error, named
+        raise ValueError(
+            f"the limit key function {limit.key!r} failed on these arguments: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    return check_key_text(value, f"the limit key function {limit.key!r}")
+
+
+def payload_fields(
+    limits: Iterable[Limit], args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The payload fields of a job with ``limits`` (none: {}): ``limits`` and
+    ``limit_slots``, each key resolved on the job's arguments."""
+    wire: list[list[Any]] = []
+    slots: list[str] = []
+    for limit in limits:
+        key = resolve_key(limit, args, kwargs)
+        wire.append(limit.wire(key))
+        if isinstance(limit, Concurrency) and key not in slots:
+            slots.append(key)
+    if not wire:
+        return {}
+    fields: dict[str, Any] = {LIMITS: wire}
+    if slots:
+        fields[LIMIT_SLOTS] = slots
+    return fields

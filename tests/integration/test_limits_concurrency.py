@@ -1,0 +1,176 @@
+"""Concurrency limits (``limits.concurrency``): at most N jobs of a key run at
+once across processes; a job over the limit is parked on its key, in order,
+never retried nor failed, and let in when a slot frees. The slot is a hold of
+the running job (``holds.LIMIT_SLOT``), released by whichever step ends it:
+an ack, a retry filing, a dead filing, an abort."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+
+from cogworker_async import Client, Settings, Worker, job, limits
+from cogworker_async.jobs import JobFunction
+from cogworker_async.keys import Keys
+from tests.helpers import wait_for
+
+pytestmark = pytest.mark.anyio
+
+running: dict[str, int] = {}
+most: dict[str, int] = {}
+ended: list[str] = []
+starts: list[str] = []
+gates: dict[str, asyncio.Event] = {}
+
+
+async def _run(key: str, tag: str, hold: float) -> None:
+    running[key] = running.get(key, 0) + 1
+    most[key] = max(most.get(key, 0), running[key])
+    starts.append(tag)
+    try:
+        if tag in gates:
+            await gates[tag].wait()
+        else:
+            await asyncio.sleep(hold)
+    finally:
+        running[key] -= 1
+        ended.append(tag)
+
+
+@job(name="lim.global", limits=[limits.concurrency("stripe", 2)])
+async def global_two(tag: str) -> None:
+    await _run("stripe", tag, 0.05)
+
+
+@job(name="lim.per_key", limits=[limits.concurrency(lambda account, tag: f"acct:{account}", 1)])
+async def per_account(account: str, tag: str) -> None:
+    await _run(f"acct:{account}", tag, 0.02)
+
+
+@job(
+    name="lim.failing",
+    limits=[limits.concurrency("flaky", 1)],
+    retry_in=lambda *_: 600,
+)
+async def failing(tag: str) -> None:
+    starts.append(tag)
+    if tag in gates:
+        await gates[tag].wait()
+    raise ValueError(f"{tag} failed")
+
+
+ALL: list[JobFunction[Any, Any]] = [global_two, per_account, failing]
+
+
+@pytest.fixture(autouse=True)
+def _clear() -> None:
+    for book in (running, most, gates):
+        book.clear()
+    ended.clear()
+    starts.clear()
+
+
+async def _nothing_held(redis: Redis, keys: Keys, *names: str) -> bool:
+    for name in names:
+        if await redis.scard(keys.limit_slots(name)) or await redis.llen(keys.limit_parked(name)):
+            return False
+    return True
+
+
+async def test_a_global_limit_is_never_over_admitted_and_every_job_runs(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
+    async with Client(settings) as client:
+        await client.enqueue_many(global_two, [(f"g{i}",) for i in range(12)])
+        async with Worker(settings, jobs=ALL):
+            await wait_for(lambda: _count(ended, 12), timeout=30)
+            await wait_for(lambda: _nothing_held(redis, keys, "stripe"))
+    assert most["stripe"] == 2  # the limit, and used whole
+    assert sorted(starts) == sorted(f"g{i}" for i in range(12))  # each once
+    assert await redis.get(keys.stats_failed) is None  # none failed for it
+
+
+async def test_a_full_key_parks_its_jobs_in_order_and_never_blocks_another_key(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
+    gates["a0"] = asyncio.Event()
+    async with Client(settings) as client:
+        await client.enqueue(per_account, "a", "a0")
+        async with Worker(settings, jobs=ALL):
+            await wait_for(lambda: _started("a0"))
+            for i in range(1, 4):
+                await client.enqueue(per_account, "a", f"a{i}")
+            await client.enqueue(per_account, "b", "b0")
+            # b's job runs while a's first still holds a's one slot...
+            await wait_for(lambda: _count(ended, 1), timeout=20)
+            assert ended == ["b0"]
+            # ...and a's others wait parked, not running, not retried.
+            await wait_for(lambda: _parked(redis, keys.limit_parked("acct:a"), 3))
+            assert await redis.smembers(keys.limit_slots("acct:a")) != set()
+            gates["a0"].set()
+            await wait_for(lambda: _count(ended, 5), timeout=20)
+            await wait_for(lambda: _nothing_held(redis, keys, "acct:a", "acct:b"))
+    assert [t for t in starts if t.startswith("a")] == ["a0", "a1", "a2", "a3"]  # in order
+    assert most["acct:a"] == 1
+    assert await redis.get(keys.stats_failed) is None
+
+
+async def test_a_failure_filed_for_retry_or_dead_frees_its_slot(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
+    gates["f0"] = asyncio.Event()
+    async with Client(settings) as client:
+        await client.enqueue(failing, "f0")  # filed for a retry in 10 minutes
+        await client.enqueue(failing.options(retry=False), "f1")  # dropped
+        await client.enqueue(failing.options(retry=0), "f2")  # dead
+        await client.enqueue(failing, "f3")
+        async with Worker(settings, jobs=ALL):
+            await wait_for(lambda: _started("f0"))
+            await wait_for(lambda: _parked(redis, keys.limit_parked("flaky"), 3))
+            gates["f0"].set()
+            # Each ending let the next parked job in: all four ran, one at a time.
+            await wait_for(lambda: _count(starts, 4), timeout=20)
+            await wait_for(lambda: _nothing_held(redis, keys, "flaky"))
+            await wait_for(lambda: _zcard(redis, keys.retry, 2))
+    assert starts == ["f0", "f1", "f2", "f3"]
+    assert await redis.zcard(keys.dead) == 1
+
+
+async def test_an_aborted_running_job_frees_its_slot(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
+    gates["x0"] = asyncio.Event()
+    gates["x1"] = asyncio.Event()
+    async with Client(settings) as client:
+        first = await client.enqueue(per_account, "x", "x0")
+        assert first is not None
+        await client.enqueue(per_account, "x", "x1")
+        async with Worker(settings, jobs=ALL) as worker:
+            assert worker.aborts is not None
+            await worker.aborts.subscribed.wait()
+            await wait_for(lambda: _started("x0"))
+            await wait_for(lambda: _parked(redis, keys.limit_parked("acct:x"), 1))
+            await first.abort()
+            await wait_for(lambda: _started("x1"))
+            assert await redis.smembers(keys.limit_slots("acct:x")) != {first.jid.encode()}
+            gates["x1"].set()
+            await wait_for(lambda: _nothing_held(redis, keys, "acct:x"))
+
+
+async def _count(book: list[str], n: int) -> bool:
+    return len(book) >= n
+
+
+async def _started(tag: str) -> bool:
+    return tag in starts
+
+
+async def _parked(redis: Redis, key: str, n: int) -> bool:
+    return int(await redis.llen(key)) >= n
+
+
+async def _zcard(redis: Redis, key: str, n: int) -> bool:
+    return int(await redis.zcard(key)) >= n
