@@ -1,0 +1,132 @@
+"""Concurrency limits across real processes and a kill -9 (issue 23 §5, §6).
+
+Two workers run the jobs of two keys (limits 2 and 3); one is killed with
+SIGKILL while it runs some. Recovery releases the dead process's slots with
+the requeue (the same step), which lets held jobs in; a third worker finishes
+everything. Then: no slot leaked, nothing left held, and the ledger of starts
+and ends (a killed run ends at the kill) never shows a key over its limit.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from typing import Any
+
+import orjson
+import pytest
+import redis as sync_redis
+
+from cogworker_async.keys import Keys
+from cogworker_async.settings import Settings
+from tests.chaos.test_fair_dispatch import identities, ledger, start_worker
+from tests.helpers import stop_processes, wait_for_sync
+
+pytestmark = pytest.mark.chaos
+
+LIMITS = {"a": 2, "b": 3}
+SECONDS = 1.5
+
+
+def enqueue_limited(client: sync_redis.Redis, keys: Keys, jobs: dict[str, str]) -> None:
+    """Each jid's ``ledger.sleep`` job with a concurrency limit on its key, as
+    ``@job(limits=[limits.concurrency(key, n)])`` writes it, all in one LPUSH."""
+    now = time.time()
+    payloads = [
+        orjson.dumps(
+            {
+                "jid": jid,
+                "class": "ledger.sleep",
+                "args": [SECONDS],
+                "queue": "default",
+                "created_at": now,
+                "enqueued_at": now,
+                "limits": [["concurrency", key, LIMITS[key]]],
+                "limit_slots": [key],
+            }
+        )
+        for jid, key in jobs.items()
+    ]
+    client.lpush(keys.queue("default"), *payloads)
+    client.sadd(keys.queues, "default")
+
+
+def most_at_once(runs: list[tuple[float, float]]) -> int:
+    """The most intervals (start, end) open at one instant (an end before a start
+    at the same instant: a slot freed is taken again, not doubled)."""
+    edges = sorted([(start, 1) for start, _ in runs] + [(end, -1) for _, end in runs])
+    most = now = 0
+    for _, step in edges:
+        now += step
+        most = max(most, now)
+    return most
+
+
+def runs_by_key(
+    entries: list[dict[str, Any]], jobs: dict[str, str], killed_pid: int, killed_at: float
+) -> dict[str, list[tuple[float, float]]]:
+    """Each run's (start, end) per key; a run of the killed process that never
+    ended ended at the kill."""
+    ends = {(e["jid"], e["pid"]): e["at"] for e in entries if e["event"] == "end"}
+    runs: dict[str, list[tuple[float, float]]] = {key: [] for key in LIMITS}
+    for e in entries:
+        if e["event"] != "start":
+            continue
+        end = ends.get((e["jid"], e["pid"]))
+        if end is None:
+            assert e["pid"] == killed_pid, e  # only the killed process left runs open
+            end = killed_at
+        runs[jobs[e["jid"]]].append((e["at"], end))
+    return runs
+
+
+def test_a_killed_worker_leaks_no_slot_and_no_key_runs_over_its_limit(
+    settings: Settings, sync_client: sync_redis.Redis, keys: Keys
+) -> None:
+    settings = settings.model_copy(update={"concurrency": 6})
+    jobs = {f"{i:024x}": ("a" if i % 2 else "b") for i in range(20)}
+    procs: list[subprocess.Popen[bytes]] = []
+    try:
+        victim, _ = start_worker(settings)
+        procs.append(victim)
+        procs.append(start_worker(settings)[0])
+        wait_for_sync(lambda: len(identities(sync_client, keys)) == 2, timeout=30)
+        enqueue_limited(sync_client, keys, jobs)
+
+        def victim_runs() -> bool:
+            started = [e for e in ledger(sync_client, keys) if e["event"] == "start"]
+            return any(e["pid"] == victim.pid for e in started)
+
+        wait_for_sync(victim_runs, timeout=30)
+        held = sum(sync_client.llen(keys.limit_parked(key)) for key in LIMITS)
+        assert held > 0  # more jobs than slots: the rest wait held, not retried
+        victim.send_signal(signal.SIGKILL)
+        victim.wait(timeout=10)
+        killed_at = time.time()
+        procs.append(start_worker(settings)[0])
+
+        def all_ended() -> bool:
+            ended = {e["jid"] for e in ledger(sync_client, keys) if e["event"] == "end"}
+            return ended == set(jobs)
+
+        wait_for_sync(all_ended, timeout=120)
+        # 0 slots leaked, nothing left held, none failed or retried for its limit.
+        wait_for_sync(
+            lambda: all(not sync_client.scard(keys.limit_slots(key)) for key in LIMITS),
+            timeout=20,
+        )
+        for key in LIMITS:
+            assert sync_client.llen(keys.limit_parked(key)) == 0
+        assert sync_client.zcard(keys.retry) == 0
+        assert sync_client.zcard(keys.dead) == 0
+        runs = runs_by_key(ledger(sync_client, keys), jobs, victim.pid, killed_at)
+        for key, limit in LIMITS.items():
+            assert most_at_once(runs[key]) <= limit, (key, runs[key])
+    finally:
+        stop_processes(procs)
+
+
+def test_most_at_once_counts_overlaps() -> None:
+    assert most_at_once([(0, 2), (1, 3), (2, 4)]) == 2
+    assert most_at_once([(0, 5), (1, 2), (1.5, 3)]) == 3

@@ -1,0 +1,134 @@
+"""includes/limits.lua and the limit slot hold (includes/holds.lua): a job over a
+concurrency limit is held in order, a freed slot lets the oldest held one back
+onto its queue, every path in releases only its own slot, and a key of the
+wrong type never fails the step around it."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from redis.asyncio import Redis
+
+from cogworker_async import holds
+from cogworker_async.holds import Event
+from cogworker_async.keys import Keys
+from cogworker_async.store import commands, locks
+from cogworker_async.store import limits as limits_store
+from tests.lua.support import enqueue, make_job
+from tests.lua.test_holds import settle_payload
+
+pytestmark = pytest.mark.anyio
+
+ME = "host:1:me"
+
+
+def limited(jid: str, *names: str, n: int = 1, queue: str = "default") -> bytes:
+    return make_job(
+        queue=queue,
+        jid=jid,
+        limits=[["concurrency", name, n] for name in names],
+        limit_slots=list(names),
+    )
+
+
+async def take(redis: Redis, keys: Keys, want: int = 10) -> list[bytes]:
+    got = await commands.fetch(
+        redis, keys, identity=ME, queues=["default"], want=want, acks=[], reliable=True
+    )
+    return got.jobs
+
+
+async def test_the_fetch_takes_up_to_the_limit_and_holds_the_rest_in_order(
+    redis: Redis, keys: Keys
+) -> None:
+    jobs = [limited(f"j{i}", "k", n=2) for i in range(5)]
+    plain = make_job(jid="p")
+    await enqueue(redis, keys, "default", *jobs, plain)
+    taken = await take(redis, keys)
+    # Two of k's run, the plain job behind the held ones is not blocked by them.
+    assert taken == [jobs[0], jobs[1], plain]
+    assert await redis.smembers(keys.limit_slots("k")) == {b"j0", b"j1"}
+    assert await redis.lrange(keys.limit_parked("k"), 0, -1) == [jobs[4], jobs[3], jobs[2]]
+    assert await redis.llen(keys.queue("default")) == 0
+    assert await redis.lrange(keys.in_progress(ME), 0, -1) == [plain, jobs[1], jobs[0]]
+
+
+async def test_a_release_unparks_the_oldest_held_job_of_its_key_only(
+    redis: Redis, keys: Keys
+) -> None:
+    jobs = [limited(f"j{i}", "k") for i in range(3)]
+    await enqueue(redis, keys, "default", *jobs)
+    assert await take(redis, keys) == [jobs[0]]
+    # Not a member (a job that holds no slot, a release made twice): nothing moves.
+    await settle_payload(redis, keys, limited("stranger", "k"), Event.ACK, started=True)
+    assert await redis.llen(keys.limit_parked("k")) == 2
+    # The holder's ack: its slot goes, j1 (the oldest) is back at the queue's tail.
+    held = holds.read(orjson.loads(jobs[0]), keys)
+    acks = [commands.Ack(jobs[0], "j0", holds=held)]
+    assert await commands.ack(redis, keys, identity=ME, acks=acks) == []
+    assert await redis.scard(keys.limit_slots("k")) == 0
+    assert await redis.lrange(keys.queue("default"), 0, -1) == [jobs[1]]
+    assert await take(redis, keys) == [jobs[1]]
+    assert await redis.lrange(keys.limit_parked("k"), 0, -1) == [jobs[2]]
+
+
+@pytest.mark.parametrize(
+    "event", [Event.RECOVERY_REQUEUE, Event.SHUTDOWN_REQUEUE, Event.BURIAL, Event.ABORT]
+)
+async def test_a_payload_read_path_releases_every_slot_the_job_names(
+    redis: Redis, keys: Keys, event: Event
+) -> None:
+    await enqueue(redis, keys, "default", limited("j0", "a", "b"), limited("j1", "a", "b"))
+    assert len(await take(redis, keys)) == 1
+    await settle_payload(redis, keys, limited("j0", "a", "b"), event, started=True)
+    assert await redis.scard(keys.limit_slots("a")) == 0
+    assert await redis.scard(keys.limit_slots("b")) == 0
+    assert await redis.lrange(keys.queue("default"), 0, -1) == [limited("j1", "a", "b")]
+
+
+async def test_a_deferred_release_of_a_slot_goes_through_release_locks(
+    redis: Redis, keys: Keys
+) -> None:
+    await redis.sadd(keys.limit_slots("k"), "j0", "j9")
+    prefixes = [kind.prefix(keys) for kind in holds.KINDS.values()]
+    released = await locks.release_locks(redis, [(keys.limit_slots("k"), "j0")], prefixes)
+    assert released == 1
+    assert await redis.smembers(keys.limit_slots("k")) == {b"j9"}
+
+
+async def test_the_run_time_limit_overrides_the_payloads(redis: Redis, keys: Keys) -> None:
+    await redis.hset(keys.limit_config, "k", 3)
+    jobs = [limited(f"j{i}", "k", n=1) for i in range(4)]
+    await enqueue(redis, keys, "default", *jobs)
+    assert await take(redis, keys) == jobs[:3]
+
+
+async def test_a_slot_key_of_the_wrong_type_fails_nothing(redis: Redis, keys: Keys) -> None:
+    await redis.set(keys.limit_slots("k"), "not a set")
+    job = limited("j0", "k")
+    await enqueue(redis, keys, "default", job)
+    assert await take(redis, keys) == [job]  # taken as a plain job
+    await settle_payload(redis, keys, job, Event.RECOVERY_REQUEUE, started=True)
+    assert await redis.get(keys.limit_slots("k")) == b"not a set"
+
+
+async def test_a_blocking_take_over_the_limit_is_held_and_off_the_list(
+    redis: Redis, keys: Keys
+) -> None:
+    await redis.sadd(keys.limit_slots("k"), "other")
+    job = limited("j0", "k")
+    await redis.lpush(keys.in_progress(ME), job)
+    admitted = await limits_store.admit_taken(redis, keys, identity=ME, job=job, reliable=True)
+    assert admitted is limits_store.Admission.PARKED
+    assert await redis.llen(keys.in_progress(ME)) == 0
+    assert await redis.lrange(keys.limit_parked("k"), 0, -1) == [job]
+    # Gone from the list meanwhile (recovery took it back): neither run nor held.
+    again = await limits_store.admit_taken(redis, keys, identity=ME, job=job, reliable=True)
+    assert again is limits_store.Admission.GONE
+    assert await redis.llen(keys.limit_parked("k")) == 1
+    # Room again: admitted, its slot taken.
+    await redis.srem(keys.limit_slots("k"), "other")
+    await redis.lpush(keys.in_progress(ME), job)
+    ok = await limits_store.admit_taken(redis, keys, identity=ME, job=job, reliable=True)
+    assert ok is limits_store.Admission.RUN
+    assert await redis.smembers(keys.limit_slots("k")) == {b"j0"}
