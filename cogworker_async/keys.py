@@ -196,6 +196,20 @@ class Keys:
         """The jobs held back by the limit ``key``, oldest at the tail (a list)."""
         return f"{self.ns}:limits:~parked:{key}"
 
+    def limit_window(self, key: str) -> str:
+        """A window limit's starts (a sorted set scored by ms; a sliding log)."""
+        return f"{self.ns}:limits:~window:{key}"
+
+    @property
+    def limit_due(self) -> str:
+        """Window limits with held jobs: key -> when it reopens (ms; a sorted set)."""
+        return f"{self.ns}:limits:~due"
+
+    @property
+    def limit_windows(self) -> str:
+        """Each due window limit's "n period_ms" (a hash), for ``limits_due.lua``."""
+        return f"{self.ns}:limits:~windows"
+
     @property
     def limit_config(self) -> str:
         """Limits set at run time (``limits set``): key -> limit (a hash)."""

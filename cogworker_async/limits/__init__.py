@@ -12,9 +12,11 @@ from cogworker_async.limits.declarations import (
     Concurrency,
     Limit,
     LimitKey,
+    Window,
     check_limits,
     concurrency,
     payload_fields,
+    window,
 )
 
 __all__ = [
@@ -23,7 +25,9 @@ __all__ = [
     "Concurrency",
     "Limit",
     "LimitKey",
+    "Window",
     "check_limits",
     "concurrency",
     "payload_fields",
+    "window",
 ]

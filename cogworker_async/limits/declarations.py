@@ -16,6 +16,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cogworker_async.timing import check_duration
+
 LimitKey = str | Callable[..., Any]
 """A limit's key: a string, or a function of the job's arguments giving one."""
 
@@ -68,7 +70,28 @@ class Concurrency:
         return [self.kind, key, self.limit]
 
 
-Limit = Concurrency
+@dataclass(frozen=True, slots=True)
+class Window:
+    """At most ``limit`` jobs of ``key`` start in any ``per`` seconds."""
+
+    key: LimitKey
+    limit: int
+    per: float
+    kind = "window"
+
+    def __post_init__(self) -> None:
+        _check_key(self.key)
+        _check_count(self.limit, "a window limit")
+        check_duration(self.per, "a window's per")
+        if self.per < 0.001:
+            raise ValueError(f"a window's per must be at least 0.001 s, got {self.per}")
+
+    def wire(self, key: str) -> list[Any]:
+        return [self.kind, key, self.limit, self.per]
+
+
+Limit = Concurrency | Window
+LIMIT_TYPES = (Concurrency, Window)
 
 
 def concurrency(key: LimitKey, limit: int) -> Concurrency:
@@ -77,6 +100,13 @@ def concurrency(key: LimitKey, limit: int) -> Concurrency:
     limit is held, in order, until a running one of its key ends: never
     retried, never failed for it."""
     return Concurrency(key, limit)
+
+
+def window(key: LimitKey, limit: int, per: float) -> Window:
+    """At most ``limit`` jobs of ``key`` (a str, or a function of the job's
+    arguments giving one) start in any ``per`` seconds (a sliding window, on
+    Redis's clock). A job over it is held until the window has room again."""
+    return Window(key, limit, per)
 
 
 def check_limits(limits: object) -> None:
@@ -88,8 +118,11 @@ def check_limits(limits: object) -> None:
             f"limits must be a list of limits (limits.concurrency(...)), got {limits!r}"
         )
     for limit in limits:
-        if not isinstance(limit, Concurrency):
-            raise TypeError(f"limits must hold limits (limits.concurrency(...)), got {limit!r}")
+        if not isinstance(limit, LIMIT_TYPES):
+            raise TypeError(
+                f"limits must hold limits (limits.concurrency(...), limits.window(...)), "
+                f"got {limit!r}"
+            )
 
 
 def resolve_key(limit: Limit, args: Sequence[Any], kwargs: Mapping[str, Any]) -> str:

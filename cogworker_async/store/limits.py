@@ -31,3 +31,16 @@ async def admit_taken(
         [job, keys.limits_prefix, "reliable" if reliable else "basic"],
     )
     return Admission(int(reply))
+
+
+# The most keys one limits_due call serves (more wait for the next call).
+DUE_BATCH = 100
+
+
+async def limits_due(redis: Redis, keys: Keys) -> float | None:
+    """Let back in the held jobs whose window has reopened (``limits_due.lua``);
+    the seconds until the next key is due, or None when none is."""
+    reply = int(
+        await script("limits_due").run(redis, [keys.limit_due], [keys.limits_prefix, DUE_BATCH])
+    )
+    return None if reply < 0 else reply / 1000

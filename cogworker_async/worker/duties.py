@@ -16,6 +16,7 @@ from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
 from cogworker_async.store.connection import connect, discovered, drop_idle_connections
+from cogworker_async.store.limits import limits_due
 from cogworker_async.store.replies import text
 from cogworker_async.timing import jittered, scaled_poll_interval
 from cogworker_async.worker.assembly import Parts
@@ -24,6 +25,7 @@ from cogworker_async.worker.service import run_duty
 
 RECONCILE_INTERVAL = 5.0
 RELEASE_INTERVAL = 5.0  # s between passes of the deferred unique-lock releases
+LIMIT_TIMER_MAX = 1.0  # s at most between looks for window limits that reopened
 # The scheduled poller's idle cost stays that of its old fixed-interval poll
 # (4 commands a poll): a look is 3 (TIME, 2 × ZRANGE), the live-process count
 # (2) is read again after LIVE_REFRESH_POLLS average polls of this process
@@ -186,6 +188,31 @@ def unique_releases(parts: Parts) -> list[Duty]:
     return [Duty("Unique releases", parts.releases.once, lambda: interval)]
 
 
+class _LimitTimers:
+    """When the next window limit reopens, as the last pass read it."""
+
+    def __init__(self, parts: Parts) -> None:
+        self._parts = parts
+        self.next_in: float | None = None
+
+    async def once(self) -> None:
+        self.next_in = await limits_due(self._parts.redis, self._parts.keys)
+
+    def interval(self) -> float:
+        # Until the next key is due (a window reopening lets its held jobs
+        # in within ~10 ms); without one, a look every LIMIT_TIMER_MAX s finds
+        # keys parked since (one call: a worker with no limits pays that much).
+        if self.next_in is None:
+            return jittered(LIMIT_TIMER_MAX, self._parts.rng)
+        return min(LIMIT_TIMER_MAX, max(0.01, self.next_in + 0.005))
+
+
+def limit_timers(parts: Parts) -> list[Duty]:
+    """Let held jobs back in when their window limit reopens."""
+    timers = _LimitTimers(parts)
+    return [Duty("Limit timers", timers.once, timers.interval)]
+
+
 DutyMaker = Callable[[Parts], list[Duty]]
 
 DUTIES: tuple[DutyMaker, ...] = (
@@ -196,6 +223,7 @@ DUTIES: tuple[DutyMaker, ...] = (
     periodic_ticker,
     abort_watch,
     unique_releases,
+    limit_timers,
 )
 """Every duty of a worker, in the order they start."""
 

@@ -61,6 +61,9 @@ TYPED: dict[str, ExpectedType] = {
     "limit_slots": "set",  # a concurrency limit's running jids; but limits:~... (below)
     "limit_parked": "list",
     "limit_config": "hash",
+    "limit_window": "zset",
+    "limit_due": "zset",
+    "limit_windows": "hash",
 }
 
 # The Keys members the guard never moves, and why.
@@ -80,7 +83,7 @@ NOT_GUARDED: dict[str, str] = {
     "periodic_claim_before_21": "the old-format slot claim, as periodic_claim",
     "result_ready": "a pub/sub channel, not a key",
     "tracking_prefix": "a prefix (status, result, result_gone)",
-    "limits_prefix": "a prefix (limit_slots, limit_parked, limit_config)",
+    "limits_prefix": "a prefix (limit_slots and the limits' ~ keys)",
 }
 
 # Keys of a family whose type differs from the family's: periodic's three hashes
@@ -111,6 +114,7 @@ _PREFIXED = (
     "quarantine",
     "limit_slots",
     "limit_parked",
+    "limit_window",
 )
 _HOLE = "\x00"
 

@@ -32,26 +32,37 @@ local function is_member_prefix(prefix)
   return string.sub(prefix, -8) == ":limits:"
 end
 
--- unpark_one(prefix, name): the oldest job parked on limit `name` (the list
--- <prefix>~parked:<name>, oldest at the tail) goes back to the tail of its
--- queue (where it is taken next) and wakes an idle fetcher: a freed slot lets
--- the next held job in, in order. The queue and wake-up keys are built from
--- the namespace the prefix starts with (<ns>:limits:). Returns 1 when a job
--- moved, else 0.
-local function unpark_one(prefix, name)
-  local job = redis.call("RPOP", prefix .. "~parked:" .. name)
-  if not job then
-    return 0
+-- unpark(prefix, name, k): up to k of the oldest jobs parked on limit `name`
+-- (the list <prefix>~parked:<name>, oldest at the tail) go back to the tail of
+-- their queue (where the next is taken), the oldest last so it is taken
+-- first, and wake an idle fetcher: a freed slot or a reopened window lets the
+-- next held jobs in, in order. The queue and wake-up keys are built from the
+-- namespace the prefix starts with (<ns>:limits:). Returns how many moved.
+local function unpark(prefix, name, k)
+  local parked = prefix .. "~parked:" .. name
+  local jobs = {}
+  for _ = 1, k do
+    local job = redis.call("RPOP", parked)
+    if not job then
+      break
+    end
+    jobs[#jobs + 1] = job
   end
   local ns = string.sub(prefix, 1, #prefix - #"limits:")
-  local ok, decoded = pcall(cjson.decode, job)
-  local queue = ok and type(decoded) == "table" and decoded["queue"] or nil
-  if type(queue) ~= "string" or queue == "" then
-    queue = "default"
+  for i = #jobs, 1, -1 do
+    local ok, decoded = pcall(cjson.decode, jobs[i])
+    local queue = ok and type(decoded) == "table" and decoded["queue"] or nil
+    if type(queue) ~= "string" or queue == "" then
+      queue = "default"
+    end
+    redis.call("RPUSH", ns .. "queue:" .. queue, jobs[i])
+    redis.pcall("ZADD", ns .. "wakeup:" .. queue, 0, "1")
   end
-  redis.call("RPUSH", ns .. "queue:" .. queue, job)
-  redis.pcall("ZADD", ns .. "wakeup:" .. queue, 0, "1")
-  return 1
+  return #jobs
+end
+
+local function unpark_one(prefix, name)
+  return unpark(prefix, name, 1)
 end
 
 -- release_member(prefix, key, owner): `owner` leaves the set `key`; when it

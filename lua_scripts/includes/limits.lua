@@ -7,7 +7,9 @@
 -- (cogworker_async/limits): kind "concurrency": at most n jobs hold a slot in
 -- the set <prefix><name> at once (the hold "limit_slot", holds.py: released by
 -- every settling step, includes/holds.lua, which unparks the oldest parked
--- job of the key). <prefix>~config (a hash: name -> n), written by
+-- job of the key); kind "window" [.., n, period s]: at most n starts in any
+-- period (a sliding log; a job parked on it is let back in by limits_due.lua,
+-- the workers' "Limit timers" duty, when the window reopens). <prefix>~config (a hash: name -> n), written by
 -- `cogworker-async limits set`, overrides a payload's n. Parked jobs wait on
 -- the list <prefix>~parked:<name>, the newest at the head.
 --
@@ -23,33 +25,87 @@ local function limit_of(prefix, name, n)
   return set or n
 end
 
--- check_job(job, prefix): admits or parks the raw `job`. Returns true when it
--- may run (its slots taken), false when it was parked.
+-- now_ms(): Redis's clock, in ms (one clock for every process).
+local function now_ms()
+  local t = redis.call("TIME")
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+-- window_full(prefix, name, n, period_ms, now): kind "window": at most n starts
+-- in any period_ms, a sliding log (the sorted set <prefix>~window:<name>,
+-- member: a start, score: its ms). Returns the ms at which a start is next
+-- allowed when full, else nil.
+local function window_full(prefix, name, n, period_ms, now)
+  local log = prefix .. "~window:" .. name
+  redis.call("ZREMRANGEBYSCORE", log, "-inf", now - period_ms)
+  if redis.call("ZCARD", log) < n then
+    return nil
+  end
+  local oldest = redis.call("ZRANGE", log, 0, 0, "WITHSCORES")
+  return tonumber(oldest[2]) + period_ms
+end
+
+-- park(prefix, name, job, due_ms): the job waits on the key's list; a due
+-- time (a window reopening) is kept in <prefix>~due (name -> the earliest ms)
+-- with the limit in <prefix>~windows (name -> "n period_ms") for limits_due.lua.
+local function park(prefix, name, job, due_ms, n, period_ms)
+  redis.call("LPUSH", prefix .. "~parked:" .. name, job)
+  if due_ms then
+    local due_key = prefix .. "~due"
+    local at = tonumber(redis.call("ZSCORE", due_key, name))
+    if not at or due_ms < at then
+      redis.call("ZADD", due_key, due_ms, name)
+    end
+    redis.call("HSET", prefix .. "~windows", name, n .. " " .. period_ms)
+  end
+end
+
+-- check_job(job, prefix): admits or parks the raw `job`: every limit it names
+-- is checked first, then (all have room) each takes its share; else the job
+-- is parked on the first full one. Returns true when it may run, false when
+-- it was parked.
 local function check_job(job, prefix)
   local decoded = cjson.decode(job)
   local limits, jid = decoded["limits"], decoded["jid"]
   if type(limits) ~= "table" or type(jid) ~= "string" or jid == "" then
     return true
   end
-  local slots = {}
+  local slots, starts, now = {}, {}, nil
   for _, limit in ipairs(limits) do
-    local name, n = limit[2], tonumber(limit[3])
-    if limit[1] == "concurrency" and type(name) == "string" and n
-        and is_held_key(prefix .. name, prefix) then
-      local key = prefix .. name
-      -- Already a member: a job taken again (a requeue that found it running
-      -- on) holds its slot once.
-      if redis.call("SISMEMBER", key, jid) == 0 then
-        if redis.call("SCARD", key) >= limit_of(prefix, name, n) then
-          redis.call("LPUSH", prefix .. "~parked:" .. name, job)
-          return false
+    local kind, name, n = limit[1], limit[2], tonumber(limit[3])
+    if type(name) == "string" and n and is_held_key(prefix .. name, prefix) then
+      n = limit_of(prefix, name, n)
+      if kind == "concurrency" then
+        local key = prefix .. name
+        -- Already a member: a job taken again (a requeue that found it running
+        -- on) holds its slot once.
+        if redis.call("SISMEMBER", key, jid) == 0 then
+          if redis.call("SCARD", key) >= n then
+            park(prefix, name, job)
+            return false
+          end
+          slots[#slots + 1] = key
         end
-        slots[#slots + 1] = key
+      elseif kind == "window" then
+        local period_ms = math.floor((tonumber(limit[4]) or 0) * 1000)
+        if period_ms > 0 then
+          now = now or now_ms()
+          local due = window_full(prefix, name, n, period_ms, now)
+          if due then
+            park(prefix, name, job, due, n, period_ms)
+            return false
+          end
+          starts[#starts + 1] = {prefix .. "~window:" .. name, period_ms}
+        end
       end
     end
   end
   for _, key in ipairs(slots) do
     redis.call("SADD", key, jid)
+  end
+  for _, start in ipairs(starts) do
+    redis.call("ZADD", start[1], now, jid .. ":" .. now)
+    redis.call("PEXPIRE", start[1], start[2])
   end
   return true
 end

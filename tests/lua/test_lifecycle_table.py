@@ -311,6 +311,14 @@ async def slot_freed(job: Job) -> None:
     assert await commands.ack(job.redis, job.keys, identity=ME, acks=acks) == []
 
 
+async def window_reopened(job: Job) -> None:
+    """The window the job was held on has room again: the limit timers' pass lets it in."""
+    keys = job.keys
+    await job.redis.zadd(keys.limit_due, {LIMIT: 0})
+    await job.redis.hset(keys.limit_windows, LIMIT, "1 60000")
+    assert await limits_store.limits_due(job.redis, keys) is None
+
+
 async def give_back(job: Job) -> None:
     given = await commands.give_back(
         job.redis, job.keys, identity=ME, jobs=[job.raw], default_queue="default"
@@ -332,6 +340,7 @@ MOVES: dict[tuple[str, State | None, State], Move] = {
     ("fetch", S.QUEUED, S.HELD): hold_back,
     ("admit_taken", S.RUNNING, S.HELD): lambda j: hold_back(j, blocking=True),
     ("ack", S.HELD, S.QUEUED): slot_freed,
+    ("limits_due", S.HELD, S.QUEUED): window_reopened,
     ("ack", S.RUNNING, S.SUCCEEDED): ack,
     ("fetch", S.RUNNING, S.SUCCEEDED): lambda j: expect(
         commands.fetch(

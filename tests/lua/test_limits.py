@@ -132,3 +132,61 @@ async def test_a_blocking_take_over_the_limit_is_held_and_off_the_list(
     ok = await limits_store.admit_taken(redis, keys, identity=ME, job=job, reliable=True)
     assert ok is limits_store.Admission.RUN
     assert await redis.smembers(keys.limit_slots("k")) == {b"j0"}
+
+
+def windowed(jid: str, name: str, n: int, per: float, *more: list[object]) -> bytes:
+    return make_job(jid=jid, limits=[["window", name, n, per], *more])
+
+
+async def test_a_window_admits_n_starts_and_holds_the_rest_until_it_reopens(
+    redis: Redis, keys: Keys
+) -> None:
+    jobs = [windowed(f"w{i}", "w", 3, 60) for i in range(5)]
+    await enqueue(redis, keys, "default", *jobs)
+    assert await take(redis, keys) == jobs[:3]
+    assert await redis.lrange(keys.limit_parked("w"), 0, -1) == [jobs[4], jobs[3]]
+    assert await redis.hget(keys.limit_windows, "w") == b"3 60000"
+    # Due when the oldest start leaves the window, a minute on.
+    next_in = await limits_store.limits_due(redis, keys)
+    assert next_in is not None
+    assert 55 < next_in <= 60
+    assert await redis.llen(keys.limit_parked("w")) == 2  # not yet
+    # The minute has passed (the starts are moved back): both go back, in order.
+    log = keys.limit_window("w")
+    starts = await redis.zrange(log, 0, -1, withscores=True)
+    await redis.zadd(log, {member: score - 61_000 for member, score in starts})
+    await redis.zadd(keys.limit_due, {"w": 0})
+    assert await limits_store.limits_due(redis, keys) is None
+    assert await redis.lrange(keys.queue("default"), 0, -1) == [jobs[4], jobs[3]]
+    assert not await redis.exists(keys.limit_windows)
+    assert await take(redis, keys) == [jobs[3], jobs[4]]
+
+
+async def test_a_window_with_room_for_one_lets_one_in_and_stays_due(
+    redis: Redis, keys: Keys
+) -> None:
+    jobs = [windowed(f"w{i}", "w", 2, 60) for i in range(5)]
+    await enqueue(redis, keys, "default", *jobs)
+    assert len(await take(redis, keys)) == 2
+    log = keys.limit_window("w")
+    oldest = await redis.zrange(log, 0, 0, withscores=True)
+    await redis.zadd(log, {oldest[0][0]: oldest[0][1] - 61_000})
+    await redis.zadd(keys.limit_due, {"w": 0})
+    next_in = await limits_store.limits_due(redis, keys)
+    assert next_in is not None  # the other start leaves later: due again then
+    assert await redis.lrange(keys.queue("default"), 0, -1) == [jobs[2]]
+    assert await redis.llen(keys.limit_parked("w")) == 2
+
+
+async def test_a_job_over_one_limit_takes_nothing_of_the_others(redis: Redis, keys: Keys) -> None:
+    await redis.sadd(keys.limit_slots("c"), "other")
+    job = windowed("j0", "w", 5, 60, ["concurrency", "c", 1])
+    await enqueue(redis, keys, "default", job)
+    assert await take(redis, keys) == []
+    assert not await redis.exists(keys.limit_window("w"))  # no start counted
+    assert await redis.lrange(keys.limit_parked("c"), 0, -1) == [job]
+    full = windowed("j1", "w", 1, 60, ["concurrency", "d", 1])
+    await redis.zadd(keys.limit_window("w"), {"x": 10**13})  # a start just now
+    await enqueue(redis, keys, "default", full)
+    assert await take(redis, keys) == []
+    assert not await redis.exists(keys.limit_slots("d"))  # no slot taken

@@ -60,6 +60,7 @@ def test_every_duty_comes_from_one_list_and_absent_parts_give_none() -> None:
         "Abort listener",
         "Abort check",
         "Unique releases",
+        "Limit timers",
     }
     basic = {d.name for d in _duties(_parts(reliable=False, periodic=False))}
     assert basic == full - {"Orphan recovery", "Periodic ticker"}

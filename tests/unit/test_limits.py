@@ -26,6 +26,9 @@ def test_a_key_function_is_resolved_on_the_jobs_arguments() -> None:
         "limit_slots": ["stripe", "acct:7"],
     }
     assert payload_fields([], (), {}) == {}
+    assert payload_fields([limits.window(lambda a: a, 100, 60)], ("x",), {}) == {
+        "limits": [["window", "x", 100, 60]]
+    }
 
 
 @pytest.mark.parametrize(
@@ -38,6 +41,11 @@ def test_a_key_function_is_resolved_on_the_jobs_arguments() -> None:
         (lambda: limits.concurrency("~parked:x", 1), ValueError, "not starting with '~'"),
         (lambda: limits.concurrency("a\nb", 1), ValueError, "printable"),
         (lambda: limits.concurrency(7, 1), TypeError, "must be a str"),
+        (lambda: limits.window("k", 0, 1), ValueError, "must be >= 1"),
+        (lambda: limits.window("k", 1, 0), ValueError, "per must be a finite"),
+        (lambda: limits.window("k", 1, float("nan")), ValueError, "per must be a finite"),
+        (lambda: limits.window("k", 1, "1"), TypeError, "per must be a number"),
+        (lambda: limits.window("k", 1, 0.0001), ValueError, "at least 0.001 s"),
     ],
 )
 def test_a_bad_declaration_is_refused_when_made(make: Any, error: type, words: str) -> None:
