@@ -200,6 +200,10 @@ class Keys:
         """A window limit's starts (a sorted set scored by ms; a sliding log)."""
         return f"{self.ns}:limits:~window:{key}"
 
+    def limit_pause(self, key: str) -> str:
+        """A limit key paused by ``limits.BackOff`` (a string with the pause's TTL)."""
+        return f"{self.ns}:limits:~pause:{key}"
+
     @property
     def limit_due(self) -> str:
         """Window limits with held jobs: key -> when it reopens (ms; a sorted set)."""

@@ -134,7 +134,8 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition(S.QUEUED, S.HELD, "fetch", "over a limit"),
     Transition(S.RUNNING, S.HELD, "admit_taken", "taken by a wait, over a limit"),
     Transition(S.HELD, S.QUEUED, "ack", "a slot of its key freed"),
-    Transition(S.HELD, S.QUEUED, "limits_due", "its window reopened"),
+    Transition(S.HELD, S.QUEUED, "limits_due", "its window reopened, its pause ended"),
+    Transition(S.RUNNING, S.HELD, "back_off", "raised limits.BackOff: no retry"),
     # Settling a run.
     Transition(S.RUNNING, S.SUCCEEDED, "ack", "success"),
     Transition(S.RUNNING, S.SUCCEEDED, "fetch", "success, acked with the next fetch"),

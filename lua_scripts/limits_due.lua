@@ -1,4 +1,5 @@
--- limits_due: lets held jobs back in whose window limit has reopened (the
+-- limits_due: lets held jobs back in whose limit has room again at a known
+-- time: a window that reopened, a pause (limits.BackOff) that ended (the
 -- workers' "Limit timers" duty; includes/limits.lua parks them and records
 -- when).
 --
@@ -6,51 +7,62 @@
 --   prefix, which starts with the namespace: with a hash-tagged namespace
 --   they all share its slot)
 -- ARGV[1] = the limits prefix (keys.limits_prefix)
--- ARGV[2] = the most keys to serve in one call
+-- ARGV[2] = the most keys to serve, and jobs to let in per key with no
+--   recorded limit, in one call
 -- Returns the ms (Redis's clock) until the next due key, or -1 when none is
 -- recorded.
--- Per due key: the window's log is trimmed and as many of the oldest held
--- jobs as it has room for go back to the tail of their queue (unpark);
--- if some are still held, the key is due again when its oldest start leaves
--- the window. Atomic: a job is held or queued, never both nor neither, and a
--- window never lets more jobs in than it has room for (their fetch checks
--- again anyway).
+-- Per due key: still paused: due again when the pause ends. Else as many of
+-- its oldest held jobs as its limit (<prefix>~windows: "kind n period_ms")
+-- has room for go back to the tail of their queue (unpark): a window's free
+-- starts, a concurrency limit's free slots (the slots' releases let the rest
+-- in); no recorded limit: ARGV[2] of them. Jobs still held on a window: due
+-- again when its oldest start leaves it. Atomic: a job is held or queued,
+-- never both nor neither; its fetch checks every limit again.
 
 --- @include limits
 
 local prefix, most = ARGV[1], tonumber(ARGV[2])
 local due_key = KEYS[1]
+local windows = prefix .. "~windows"
 local now = now_ms()
 local due = redis.call("ZRANGEBYSCORE", due_key, "-inf", now, "LIMIT", 0, most)
 for _, name in ipairs(due) do
-  redis.call("ZREM", due_key, name)
-  local spec = redis.call("HGET", prefix .. "~windows", name)
-  local n, period_ms = nil, nil
-  if spec then
-    local a, b = string.match(spec, "^(%d+) (%d+)$")
-    n, period_ms = tonumber(a), tonumber(b)
-  end
-  local parked = prefix .. "~parked:" .. name
-  if n and period_ms and period_ms > 0 then
-    local room = n
-    local at = window_full(prefix, name, n, period_ms, now)
-    if not at then
-      room = n - redis.call("ZCARD", prefix .. "~window:" .. name)
-    else
-      room = 0
+  local paused = paused_for(prefix, name)
+  if paused > 0 then
+    redis.call("ZADD", due_key, now + paused, name)
+  else
+    redis.call("ZREM", due_key, name)
+    local spec = redis.call("HGET", windows, name)
+    local kind, n, period_ms = nil, nil, nil
+    if spec then
+      local a, b, c = string.match(spec, "^(%a+) (%d+) (%d+)$")
+      kind, n, period_ms = a, tonumber(b), tonumber(c)
     end
-    unpark(prefix, name, room)
-    if redis.call("LLEN", parked) > 0 then
-      local oldest = redis.call("ZRANGE", prefix .. "~window:" .. name, 0, 0, "WITHSCORES")
-      local again = oldest[2] and tonumber(oldest[2]) + period_ms or now + period_ms
+    local parked = prefix .. "~parked:" .. name
+    local again = nil
+    if kind == "window" and n and period_ms and period_ms > 0 then
+      local room = 0
+      if not window_full(prefix, name, n, period_ms, now) then
+        room = n - redis.call("ZCARD", prefix .. "~window:" .. name)
+      end
+      unpark(prefix, name, room)
+      if redis.call("LLEN", parked) > 0 then
+        local oldest = redis.call("ZRANGE", prefix .. "~window:" .. name, 0, 0, "WITHSCORES")
+        again = oldest[2] and tonumber(oldest[2]) + period_ms or now + period_ms
+      end
+    elseif kind == "concurrency" and n then
+      unpark(prefix, name, limit_of(prefix, name, n) - redis.call("SCARD", prefix .. name))
+    else
+      unpark(prefix, name, most)
+      if redis.call("LLEN", parked) > 0 then
+        again = now
+      end
+    end
+    if again then
       redis.call("ZADD", due_key, again, name)
     else
-      redis.call("HDEL", prefix .. "~windows", name)
+      redis.call("HDEL", windows, name)
     end
-  else
-    -- No record of its window (an operator cleared it): let one in, its
-    -- fetch checks again.
-    unpark_one(prefix, name)
   end
 end
 local next_due = redis.call("ZRANGE", due_key, 0, 0, "WITHSCORES")

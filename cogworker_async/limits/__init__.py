@@ -9,6 +9,7 @@ when a slot frees: never retried, never failed for being limited. See
 from cogworker_async.limits.declarations import (
     LIMIT_SLOTS,
     LIMITS,
+    BackOff,
     Concurrency,
     Limit,
     LimitKey,
@@ -22,6 +23,7 @@ from cogworker_async.limits.declarations import (
 __all__ = [
     "LIMITS",
     "LIMIT_SLOTS",
+    "BackOff",
     "Concurrency",
     "Limit",
     "LimitKey",

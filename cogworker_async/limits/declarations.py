@@ -156,3 +156,15 @@ def payload_fields(
     if slots:
         fields[LIMIT_SLOTS] = slots
     return fields
+
+
+class BackOff(Exception):
+    """Raised in a handler (a 429 with Retry-After): limit ``key`` is paused for
+    ``seconds`` (no job of it starts meanwhile, in any process) and this job
+    goes back held on it, first in line: no retry is counted, nothing is
+    filed. ``key`` is a limit's key, as resolved (``"acct:7"``)."""
+
+    def __init__(self, key: str, seconds: float) -> None:
+        self.key = check_key_text(key, "BackOff")
+        self.seconds = check_duration(seconds, "BackOff's seconds")
+        super().__init__(f"back off {key!r} for {seconds:g} s")

@@ -7,6 +7,7 @@ import enum
 
 from redis.asyncio import Redis
 
+from cogworker_async import holds
 from cogworker_async.keys import Keys
 from cogworker_async.store.scripts import script
 
@@ -44,3 +45,31 @@ async def limits_due(redis: Redis, keys: Keys) -> float | None:
         await script("limits_due").run(redis, [keys.limit_due], [keys.limits_prefix, DUE_BATCH])
     )
     return None if reply < 0 else reply / 1000
+
+
+async def back_off(
+    redis: Redis,
+    keys: Keys,
+    *,
+    identity: str,
+    job: bytes,
+    key: str,
+    seconds: float,
+    reliable: bool,
+) -> bool:
+    """Pause limit ``key`` for ``seconds`` and hold ``job`` back on it, first in
+    line, no retry counted (``back_off.lua``); False when the job was no
+    longer on the in-progress list (nothing changed)."""
+    reply = await script("back_off").run(
+        redis,
+        [keys.in_progress(identity)],
+        [
+            job,
+            keys.limits_prefix,
+            key,
+            max(1, round(seconds * 1000)),
+            "reliable" if reliable else "basic",
+            holds.kinds_table(keys),
+        ],
+    )
+    return bool(reply)

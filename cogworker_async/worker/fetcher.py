@@ -230,6 +230,15 @@ class Fetcher:
         return self._keys
 
     @property
+    def redis(self) -> Redis:
+        return self._redis
+
+    @property
+    def identity(self) -> str:
+        """The process identity whose in-progress list this fetcher fills."""
+        return self._identity
+
+    @property
     def held(self) -> list[bytes]:
         """Jobs fetched and not yet taken by a processor (waiting, or handed over to one
         that has not resumed yet)."""

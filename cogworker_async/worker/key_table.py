@@ -62,6 +62,7 @@ TYPED: dict[str, ExpectedType] = {
     "limit_parked": "list",
     "limit_config": "hash",
     "limit_window": "zset",
+    "limit_pause": "string",
     "limit_due": "zset",
     "limit_windows": "hash",
 }
@@ -115,6 +116,7 @@ _PREFIXED = (
     "limit_slots",
     "limit_parked",
     "limit_window",
+    "limit_pause",
 )
 _HOLE = "\x00"
 

@@ -39,7 +39,7 @@ from cogworker_async import payload
 from cogworker_async.context import set_current
 from cogworker_async.errors import JobTimeout, UnknownJob
 from cogworker_async.jobs import JobFunction, JobRegistry
-from cogworker_async.limits import LIMIT_SLOTS
+from cogworker_async.limits import LIMIT_SLOTS, BackOff
 from cogworker_async.middleware import Next, ServerMiddleware, wrap_server_chain
 from cogworker_async.periodic.running import PJID, PeriodicRuns
 from cogworker_async.store.commands import End
@@ -53,6 +53,7 @@ from cogworker_async.worker.aborting import (
     abort_in,
     ended_by_abort,
 )
+from cogworker_async.worker.backoff import BackOffs
 from cogworker_async.worker.fetcher import Fetcher
 from cogworker_async.worker.freeze import NEVER_FROZEN as _NEVER_FROZEN
 from cogworker_async.worker.freeze import FreezeGuard
@@ -131,6 +132,7 @@ class Processors:
             fetcher, fetcher.keys, periodic=periodic, releases=releases, history=history
         )
         self._log = logger
+        self._backoffs = BackOffs(fetcher, logger)
         self._debug = logger.isEnabledFor(logging.DEBUG)
         self.running: dict[int, RunningJob] = {}
         # Every job a processor has taken and not yet settled, running or not.
@@ -321,6 +323,10 @@ class Processors:
             # The job's own failure, whatever it is: SystemExit, its own
             # CancelledError... none of them ends this worker. Logged once, with
             # its traceback, by the settler (it knows whether this was the last try).
+            if isinstance(exc, BackOff):
+                with anyio.CancelScope(shield=True):
+                    if await self._backoffs.held_back(raw, job, exc):
+                        return
             function = self._registry.get(job["class"])
             filing = self._settler.failed(raw, job, exc, function, time.time() - started)
             # Shielded: a shutdown cancelling us now would leave a job that ran

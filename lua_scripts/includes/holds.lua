@@ -40,6 +40,11 @@ end
 -- namespace the prefix starts with (<ns>:limits:). Returns how many moved.
 local function unpark(prefix, name, k)
   local parked = prefix .. "~parked:" .. name
+  -- A paused key (limits.BackOff) lets none in: limits_due.lua does when
+  -- the pause ends.
+  if redis.call("EXISTS", prefix .. "~pause:" .. name) == 1 then
+    return 0
+  end
   local jobs = {}
   for _ = 1, k do
     local job = redis.call("RPOP", parked)

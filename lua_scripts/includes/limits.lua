@@ -45,25 +45,47 @@ local function window_full(prefix, name, n, period_ms, now)
   return tonumber(oldest[2]) + period_ms
 end
 
--- park(prefix, name, job, due_ms): the job waits on the key's list; a due
--- time (a window reopening) is kept in <prefix>~due (name -> the earliest ms)
--- with the limit in <prefix>~windows (name -> "n period_ms") for limits_due.lua.
-local function park(prefix, name, job, due_ms, n, period_ms)
-  redis.call("LPUSH", prefix .. "~parked:" .. name, job)
+-- park(prefix, name, job, due_ms, spec, first): the job waits on the key's
+-- list (the newest at the head; `first`: at the tail, the next let in: a job
+-- that had started, backed off). A due time (a window reopening, a pause
+-- ending) is kept in <prefix>~due (name -> the earliest ms), with the limit's
+-- spec ("kind n period_ms") in <prefix>~windows, for limits_due.lua.
+local function park(prefix, name, job, due_ms, spec, first)
+  redis.call(first and "RPUSH" or "LPUSH", prefix .. "~parked:" .. name, job)
   if due_ms then
     local due_key = prefix .. "~due"
     local at = tonumber(redis.call("ZSCORE", due_key, name))
     if not at or due_ms < at then
       redis.call("ZADD", due_key, due_ms, name)
     end
-    redis.call("HSET", prefix .. "~windows", name, n .. " " .. period_ms)
+    if spec then
+      redis.call("HSET", prefix .. "~windows", name, spec)
+    end
   end
+end
+
+-- paused_for(prefix, name): the ms left of a pause of key `name`
+-- (limits.BackOff: <prefix>~pause:<name>), 0 when it is not paused.
+local function paused_for(prefix, name)
+  local left = tonumber(redis.call("PTTL", prefix .. "~pause:" .. name))
+  return left > 0 and left or 0
+end
+
+-- spec_of(limit): a payload's limit as limits_due.lua reads it, "kind n
+-- period_ms" (nil for a kind it does not know).
+local function spec_of(limit, n)
+  if limit[1] == "concurrency" then
+    return "concurrency " .. n .. " 0"
+  elseif limit[1] == "window" then
+    return "window " .. n .. " " .. math.floor((tonumber(limit[4]) or 0) * 1000)
+  end
+  return nil
 end
 
 -- check_job(job, prefix): admits or parks the raw `job`: every limit it names
 -- is checked first, then (all have room) each takes its share; else the job
--- is parked on the first full one. Returns true when it may run, false when
--- it was parked.
+-- is parked on the first full (or paused) one. Returns true when it may run,
+-- false when it was parked.
 local function check_job(job, prefix)
   local decoded = cjson.decode(job)
   local limits, jid = decoded["limits"], decoded["jid"]
@@ -75,6 +97,12 @@ local function check_job(job, prefix)
     local kind, name, n = limit[1], limit[2], tonumber(limit[3])
     if type(name) == "string" and n and is_held_key(prefix .. name, prefix) then
       n = limit_of(prefix, name, n)
+      local paused = paused_for(prefix, name)
+      if paused > 0 then
+        now = now or now_ms()
+        park(prefix, name, job, now + paused, spec_of(limit, n))
+        return false
+      end
       if kind == "concurrency" then
         local key = prefix .. name
         -- Already a member: a job taken again (a requeue that found it running
@@ -92,7 +120,7 @@ local function check_job(job, prefix)
           now = now or now_ms()
           local due = window_full(prefix, name, n, period_ms, now)
           if due then
-            park(prefix, name, job, due, n, period_ms)
+            park(prefix, name, job, due, spec_of(limit, n))
             return false
           end
           starts[#starts + 1] = {prefix .. "~window:" .. name, period_ms}

@@ -72,7 +72,19 @@ async def windowed(tag: str) -> None:
     starts.append(tag)
 
 
-ALL: list[JobFunction[Any, Any]] = [global_two, per_account, failing, windowed]
+tries: dict[str, int] = {}
+
+
+@job(name="lim.backoff", limits=[limits.concurrency(lambda tag: "api", 2)])
+async def calls_api(tag: str) -> None:
+    tries[tag] = tries.get(tag, 0) + 1
+    start_times.append(time.time())
+    starts.append(tag)
+    if tag == "b0" and tries[tag] == 1:
+        raise limits.BackOff("api", 1.0)  # a 429 with Retry-After: 1
+
+
+ALL: list[JobFunction[Any, Any]] = [global_two, per_account, failing, windowed, calls_api]
 
 
 @pytest.fixture(autouse=True)
@@ -82,6 +94,7 @@ def _clear() -> None:
     ended.clear()
     starts.clear()
     start_times.clear()
+    tries.clear()
 
 
 async def _nothing_held(redis: Redis, keys: Keys, *names: str) -> bool:
@@ -188,6 +201,38 @@ async def test_a_window_lets_n_start_per_period_and_the_timer_lets_the_rest_in(
         assert at[i + 3] - at[i] > 0.6, at
     assert at[-1] - at[0] > 1.6, at
     assert await redis.get(keys.stats_failed) is None
+
+
+async def test_a_back_off_pauses_the_key_and_runs_the_job_again_without_a_retry(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
+    async with Client(settings) as client:
+        await client.enqueue(calls_api, "b0")
+        async with Worker(settings, jobs=ALL):
+            await wait_for(lambda: _started("b0"))
+            await client.enqueue(calls_api, "b1")  # the key is paused: held
+            await wait_for(lambda: _count(starts, 3), timeout=20)
+            await wait_for(lambda: _nothing_held(redis, keys, "api"))
+    assert tries == {"b0": 2, "b1": 1}
+    assert starts[1:] == ["b0", "b1"]  # the backed-off job first, once the pause ended
+    assert start_times[1] - start_times[0] > 0.8  # nothing of the key ran for the pause
+    assert await redis.zcard(keys.retry) == 0
+    assert await redis.get(keys.stats_failed) is None
+
+
+async def test_a_back_off_redis_refuses_is_filed_as_a_failure(
+    settings: Settings, redis: Redis, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async def refused(*_: object, **__: object) -> bool:
+        raise ConnectionError("Redis went away")
+
+    monkeypatch.setattr("cogworker_async.worker.backoff.back_off", refused)
+    async with Client(settings) as client:
+        await client.enqueue(calls_api, "b0")
+        async with Worker(settings, jobs=ALL):
+            await wait_for(lambda: _zcard(redis, keys.retry, 1), timeout=20)
+    [entry] = await redis.zrange(keys.retry, 0, -1)
+    assert b"BackOff" in entry  # filed as the failure it was, not lost
 
 
 async def _count(book: list[str], n: int) -> bool:

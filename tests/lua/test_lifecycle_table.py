@@ -315,7 +315,7 @@ async def window_reopened(job: Job) -> None:
     """The window the job was held on has room again: the limit timers' pass lets it in."""
     keys = job.keys
     await job.redis.zadd(keys.limit_due, {LIMIT: 0})
-    await job.redis.hset(keys.limit_windows, LIMIT, "1 60000")
+    await job.redis.hset(keys.limit_windows, LIMIT, "window 1 60000")
     assert await limits_store.limits_due(job.redis, keys) is None
 
 
@@ -341,6 +341,11 @@ MOVES: dict[tuple[str, State | None, State], Move] = {
     ("admit_taken", S.RUNNING, S.HELD): lambda j: hold_back(j, blocking=True),
     ("ack", S.HELD, S.QUEUED): slot_freed,
     ("limits_due", S.HELD, S.QUEUED): window_reopened,
+    ("back_off", S.RUNNING, S.HELD): lambda j: expect(
+        limits_store.back_off(
+            j.redis, j.keys, identity=ME, job=j.raw, key=LIMIT, seconds=30, reliable=True
+        )
+    ),
     ("ack", S.RUNNING, S.SUCCEEDED): ack,
     ("fetch", S.RUNNING, S.SUCCEEDED): lambda j: expect(
         commands.fetch(

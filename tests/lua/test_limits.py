@@ -8,6 +8,7 @@ from __future__ import annotations
 import orjson
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import ResponseError
 
 from cogworker_async import holds
 from cogworker_async.holds import Event
@@ -145,7 +146,7 @@ async def test_a_window_admits_n_starts_and_holds_the_rest_until_it_reopens(
     await enqueue(redis, keys, "default", *jobs)
     assert await take(redis, keys) == jobs[:3]
     assert await redis.lrange(keys.limit_parked("w"), 0, -1) == [jobs[4], jobs[3]]
-    assert await redis.hget(keys.limit_windows, "w") == b"3 60000"
+    assert await redis.hget(keys.limit_windows, "w") == b"window 3 60000"
     # Due when the oldest start leaves the window, a minute on.
     next_in = await limits_store.limits_due(redis, keys)
     assert next_in is not None
@@ -190,3 +191,62 @@ async def test_a_job_over_one_limit_takes_nothing_of_the_others(redis: Redis, ke
     await enqueue(redis, keys, "default", full)
     assert await take(redis, keys) == []
     assert not await redis.exists(keys.limit_slots("d"))  # no slot taken
+
+
+async def test_a_back_off_pauses_the_key_and_holds_the_job_first_in_line(
+    redis: Redis, keys: Keys
+) -> None:
+    jobs = [limited(f"j{i}", "k", n=2) for i in range(4)]
+    await enqueue(redis, keys, "default", *jobs)
+    assert await take(redis, keys) == jobs[:2]  # j2, j3 held on the full key
+    done = await limits_store.back_off(
+        redis, keys, identity=ME, job=jobs[0], key="k", seconds=30, reliable=True
+    )
+    assert done
+    assert await redis.lrange(keys.in_progress(ME), 0, -1) == [jobs[1]]
+    # Its slot went, but the pause let nobody in; it is next in line.
+    assert await redis.smembers(keys.limit_slots("k")) == {b"j1"}
+    assert await redis.lrange(keys.limit_parked("k"), 0, -1) == [jobs[3], jobs[2], jobs[0]]
+    assert 25_000 < await redis.pttl(keys.limit_pause("k")) <= 30_000
+    # The other slot frees: still nobody in while paused.
+    held = holds.read(orjson.loads(jobs[1]), keys)
+    assert (
+        await commands.ack(redis, keys, identity=ME, acks=[commands.Ack(jobs[1], "j1", holds=held)])
+        == []
+    )
+    assert await redis.llen(keys.queue("default")) == 0
+    # A new job of the key is held too, without a slot.
+    fresh = limited("j9", "k", n=2)
+    await enqueue(redis, keys, "default", fresh)
+    assert await take(redis, keys) == []
+    next_in = await limits_store.limits_due(redis, keys)
+    assert next_in is not None
+    assert 25 < next_in <= 30
+    # The pause ends: the limit's room (2) is let in, the backed-off job first.
+    await redis.delete(keys.limit_pause("k"))
+    await redis.zadd(keys.limit_due, {"k": 0})
+    assert await limits_store.limits_due(redis, keys) is None
+    assert await take(redis, keys) == [jobs[0], jobs[2]]
+    assert await redis.llen(keys.limit_parked("k")) == 2
+
+
+async def test_a_back_off_of_a_job_gone_from_the_list_changes_nothing(
+    redis: Redis, keys: Keys
+) -> None:
+    job = limited("j0", "k")
+    done = await limits_store.back_off(
+        redis, keys, identity=ME, job=job, key="k", seconds=5, reliable=True
+    )
+    assert not done
+    assert not await redis.exists(keys.limit_pause("k"))
+    assert not await redis.exists(keys.limit_parked("k"))
+
+
+async def test_a_back_off_on_a_bookkeeping_key_is_refused(redis: Redis, keys: Keys) -> None:
+    job = limited("j0", "k")
+    await redis.lpush(keys.in_progress(ME), job)
+    with pytest.raises(ResponseError, match="a limit key"):
+        await limits_store.back_off(
+            redis, keys, identity=ME, job=job, key="~due", seconds=5, reliable=True
+        )
+    assert await redis.lrange(keys.in_progress(ME), 0, -1) == [job]

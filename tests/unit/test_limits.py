@@ -111,3 +111,12 @@ def test_a_member_kind_is_released_never_kept_and_only_under_its_prefix() -> Non
         )
     assert "t_member" not in holds.KINDS
     assert "t_kept" not in holds.KINDS
+
+
+def test_a_back_off_names_a_key_and_a_time() -> None:
+    exc = limits.BackOff("acct:7", 30)
+    assert (exc.key, exc.seconds) == ("acct:7", 30.0)
+    with pytest.raises(ValueError, match="not starting with '~'"):
+        limits.BackOff("~due", 30)
+    with pytest.raises(ValueError, match="BackOff's seconds must be a finite"):
+        limits.BackOff("k", 0)
