@@ -40,7 +40,9 @@ local ok, decoded = pcall(cjson.decode, raw)
 if ok and type(decoded) == "table" and type(decoded["limits"]) == "table" then
   for _, limit in ipairs(decoded["limits"]) do
     if type(limit) == "table" and limit[2] == name and tonumber(limit[3]) then
-      spec = spec_of(limit, limit_of(prefix, name, tonumber(limit[3])))
+      local n, period_ms = limit_of(
+        prefix, name, tonumber(limit[3]), math.floor((tonumber(limit[4]) or 0) * 1000))
+      spec = spec_of(limit[1], n, period_ms)
       break
     end
   end

@@ -12,8 +12,8 @@
 -- Returns the ms (Redis's clock) until the next due key, or -1 when none is
 -- recorded.
 -- Per due key: still paused: due again when the pause ends. Else as many of
--- its oldest held jobs as its limit (<prefix>~windows: "kind n period_ms")
--- has room for go back to the tail of their queue (unpark): a window's free
+-- its oldest held jobs as its limit (<prefix>~windows: "kind n period_ms",
+-- or `limits set`'s) has room for go back to the tail of their queue (unpark): a window's free
 -- starts, a concurrency limit's free slots (the slots' releases let the rest
 -- in); no recorded limit: ARGV[2] of them. Jobs still held on a window: due
 -- again when its oldest start leaves it. Atomic: a job is held or queued,
@@ -38,6 +38,9 @@ for _, name in ipairs(due) do
       local a, b, c = string.match(spec, "^(%a+) (%d+) (%d+)$")
       kind, n, period_ms = a, tonumber(b), tonumber(c)
     end
+    if n then
+      n, period_ms = limit_of(prefix, name, n, period_ms)
+    end
     local parked = prefix .. "~parked:" .. name
     local again = nil
     if kind == "window" and n and period_ms and period_ms > 0 then
@@ -51,7 +54,7 @@ for _, name in ipairs(due) do
         again = oldest[2] and tonumber(oldest[2]) + period_ms or now + period_ms
       end
     elseif kind == "concurrency" and n then
-      unpark(prefix, name, limit_of(prefix, name, n) - redis.call("SCARD", prefix .. name))
+      unpark(prefix, name, n - redis.call("SCARD", prefix .. name))
     else
       unpark(prefix, name, most)
       if redis.call("LLEN", parked) > 0 then

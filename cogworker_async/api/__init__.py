@@ -16,7 +16,8 @@ metrics history per minute and per day), ``sets`` (the
 retry, dead and schedule sets), ``running`` (processes, what they run,
 signals), ``quarantine`` (keys the key guard moved aside), ``periodic``
 (periodic entries: list, run now, pause/resume), ``locks`` (unique-job locks: list,
-delete, delete the orphaned); ``_common`` holds
+delete, delete the orphaned), ``limits`` (rate and concurrency limits: list,
+set, clear); ``_common`` holds
 the shared helpers. Import from here: the submodules are not the interface.
 """
 
@@ -30,6 +31,7 @@ from cogworker_async.api.history import (
     MinutePoint,
     history,
 )
+from cogworker_async.api.limits import LimitInfo, clear_limit, list_limits, set_limit
 from cogworker_async.api.locks import (
     LockInfo,
     LockPage,
@@ -107,6 +109,7 @@ __all__ = [
     "History",
     "JobMinute",
     "JobSummary",
+    "LimitInfo",
     "LockInfo",
     "LockPage",
     "Lookup",
@@ -120,6 +123,7 @@ __all__ = [
     "UnknownQueueError",
     "busy",
     "check_jid",
+    "clear_limit",
     "clear_queue",
     "delete",
     "delete_all",
@@ -131,6 +135,7 @@ __all__ = [
     "human_size",
     "kept_result",
     "list_entries",
+    "list_limits",
     "list_locks",
     "list_locks_page",
     "locate",
@@ -150,5 +155,6 @@ __all__ = [
     "run_periodic_now",
     "send_signal",
     "set_key",
+    "set_limit",
     "stats",
 ]

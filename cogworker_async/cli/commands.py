@@ -24,6 +24,7 @@ from redis.asyncio import Redis
 
 from cogworker_async.cli import admin as cli_admin
 from cogworker_async.cli import jobs as cli_jobs
+from cogworker_async.cli import limits as limits_cli
 from cogworker_async.cli import locks as locks_cli
 from cogworker_async.cli import periodic as periodic_cli
 from cogworker_async.cli import queues as cli_queues
@@ -115,6 +116,7 @@ cli_admin.register(app, run=_run_admin, fail=fail)
 periodic_cli.register(app, run=_run_admin, fail=fail)
 cli_web.register(app, build_settings=build_settings, fail=fail)
 locks_cli.register(app, run=_run_admin, fail=fail)
+limits_cli.register(app, run=_run_admin, fail=fail)
 
 
 def _version(value: bool) -> None:

@@ -73,3 +73,15 @@ async def back_off(
         ],
     )
     return bool(reply)
+
+
+async def set_limit(redis: Redis, keys: Keys, key: str, value: str | None) -> bool:
+    """Set (``value``: "n" or "n period_ms") or clear (None: the run-time limit
+    and any pause) limit ``key``'s run-time limit (``limits_set.lua``); whether
+    something changed."""
+    reply = await script("limits_set").run(
+        redis,
+        [keys.limit_config, keys.limit_due],
+        [keys.limits_prefix, key, "clear" if value is None else "set", value or ""],
+    )
+    return bool(reply)

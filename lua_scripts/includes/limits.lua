@@ -18,11 +18,18 @@
 
 --- @include holds
 
--- limit_of(prefix, name, n): the limit in force for `name`: the run-time one
--- (limits set), else the payload's.
-local function limit_of(prefix, name, n)
-  local set = tonumber(redis.call("HGET", prefix .. "~config", name))
-  return set or n
+-- limit_of(prefix, name, n, period_ms): the limit in force for `name`: the
+-- run-time one (`limits set`: <prefix>~config, name -> "n" or "n period_ms"),
+-- else the payload's. Returns n and the period (ms; a window's).
+local function limit_of(prefix, name, n, period_ms)
+  local set = redis.call("HGET", prefix .. "~config", name)
+  if set then
+    local a, b = string.match(set, "^(%d+) ?(%d*)$")
+    if a then
+      return tonumber(a), tonumber(b) or period_ms
+    end
+  end
+  return n, period_ms
 end
 
 -- now_ms(): Redis's clock, in ms (one clock for every process).
@@ -71,13 +78,13 @@ local function paused_for(prefix, name)
   return left > 0 and left or 0
 end
 
--- spec_of(limit): a payload's limit as limits_due.lua reads it, "kind n
+-- spec_of(kind, n, period_ms): a limit as limits_due.lua reads it, "kind n
 -- period_ms" (nil for a kind it does not know).
-local function spec_of(limit, n)
-  if limit[1] == "concurrency" then
+local function spec_of(kind, n, period_ms)
+  if kind == "concurrency" then
     return "concurrency " .. n .. " 0"
-  elseif limit[1] == "window" then
-    return "window " .. n .. " " .. math.floor((tonumber(limit[4]) or 0) * 1000)
+  elseif kind == "window" then
+    return "window " .. n .. " " .. period_ms
   end
   return nil
 end
@@ -96,11 +103,12 @@ local function check_job(job, prefix)
   for _, limit in ipairs(limits) do
     local kind, name, n = limit[1], limit[2], tonumber(limit[3])
     if type(name) == "string" and n and is_held_key(prefix .. name, prefix) then
-      n = limit_of(prefix, name, n)
+      local period_ms = math.floor((tonumber(limit[4]) or 0) * 1000)
+      n, period_ms = limit_of(prefix, name, n, period_ms)
       local paused = paused_for(prefix, name)
       if paused > 0 then
         now = now or now_ms()
-        park(prefix, name, job, now + paused, spec_of(limit, n))
+        park(prefix, name, job, now + paused, spec_of(kind, n, period_ms))
         return false
       end
       if kind == "concurrency" then
@@ -115,12 +123,11 @@ local function check_job(job, prefix)
           slots[#slots + 1] = key
         end
       elseif kind == "window" then
-        local period_ms = math.floor((tonumber(limit[4]) or 0) * 1000)
         if period_ms > 0 then
           now = now or now_ms()
           local due = window_full(prefix, name, n, period_ms, now)
           if due then
-            park(prefix, name, job, due, spec_of(limit, n))
+            park(prefix, name, job, due, spec_of(kind, n, period_ms))
             return false
           end
           starts[#starts + 1] = {prefix .. "~window:" .. name, period_ms}

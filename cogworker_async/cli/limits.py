@@ -1,0 +1,74 @@
+"""``cogworker-async limits list|set KEY LIMIT [--per SECONDS]|clear KEY``: thin,
+over ``api.limits``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Annotated
+
+import typer
+
+from cogworker_async import api
+from cogworker_async.cli.admin import JsonFlag, Namespace, RedisUrl, Runner
+
+
+def _line(row: api.LimitInfo) -> str:
+    limit = row.limit or "as declared"
+    paused = f"\tpaused {row.paused:.0f}s more" if row.paused is not None else ""
+    return f"{row.key}\trunning {row.running}\theld {row.held}\tlimit {limit}{paused}"
+
+
+def register(app: typer.Typer, *, run: Runner, fail: Callable[[str, int], typer.Exit]) -> None:
+    limits = typer.Typer(no_args_is_help=True, help="Rate and concurrency limits.")
+    app.add_typer(limits, name="limits")
+
+    @limits.command("list")
+    def limits_list(
+        json_out: JsonFlag = False,
+        redis_url: RedisUrl = None,
+        namespace: Namespace = None,
+    ) -> None:
+        """Every limit key in use: jobs running with its slot, jobs held on it, its
+        run-time limit, the time its pause (limits.BackOff) has left."""
+        result = run(redis_url, namespace, api.list_limits)
+        if json_out:
+            typer.echo(json.dumps([row.as_dict() for row in result], indent=2))
+            return
+        for row in result:
+            typer.echo(_line(row))
+        if not result:
+            typer.echo("(none)")
+
+    @limits.command("set")
+    def limits_set(
+        key: Annotated[str, typer.Argument(help="The limit's key, as resolved (acct:7)")],
+        limit: Annotated[int, typer.Argument(help="Jobs at once, or starts per --per")],
+        per: Annotated[
+            float | None, typer.Option("--per", help="A window limit's period, in seconds")
+        ] = None,
+        redis_url: RedisUrl = None,
+        namespace: Namespace = None,
+    ) -> None:
+        """Limit KEY to LIMIT from now on, over what its jobs declare; held jobs the
+        new limit has room for are let in."""
+        try:
+            run(redis_url, namespace, lambda r, k: api.set_limit(r, k, key, limit, per))
+        except (ValueError, TypeError) as exc:
+            raise fail(str(exc), 2) from None
+        typer.echo(f"{key}: limit {limit}" + (f" per {per:g} s" if per is not None else ""))
+
+    @limits.command("clear")
+    def limits_clear(
+        key: Annotated[str, typer.Argument(help="The limit's key")],
+        redis_url: RedisUrl = None,
+        namespace: Namespace = None,
+    ) -> None:
+        """Back to what KEY's jobs declare, and end its pause (limits.BackOff)."""
+        try:
+            cleared = run(redis_url, namespace, lambda r, k: api.clear_limit(r, k, key))
+        except (ValueError, TypeError) as exc:
+            raise fail(str(exc), 2) from None
+        if not cleared:
+            raise fail(f"{key}: no run-time limit or pause to clear", 1)
+        typer.echo(f"{key}: cleared")
