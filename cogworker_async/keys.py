@@ -200,6 +200,14 @@ class Keys:
         """A window limit's starts (a sorted set scored by ms; a sliding log)."""
         return f"{self.ns}:limits:~window:{key}"
 
+    def limit_bucket(self, key: str) -> str:
+        """A token bucket's state (a hash: t = tokens, at = ms of the last take)."""
+        return f"{self.ns}:limits:~bucket:{key}"
+
+    def limit_leaky(self, key: str) -> str:
+        """A leaky bucket's next allowed start, ms (a string; GCRA's TAT)."""
+        return f"{self.ns}:limits:~leaky:{key}"
+
     def limit_pause(self, key: str) -> str:
         """A limit key paused by ``limits.BackOff`` (a string with the pause's TTL)."""
         return f"{self.ns}:limits:~pause:{key}"

@@ -15,8 +15,8 @@
 -- its oldest held jobs as its limit (<prefix>~windows: "kind n period_ms",
 -- or `limits set`'s) has room for go back to the tail of their queue (unpark): a window's free
 -- starts, a concurrency limit's free slots (the slots' releases let the rest
--- in); no recorded limit: ARGV[2] of them. Jobs still held on a window: due
--- again when its oldest start leaves it. Atomic: a job is held or queued,
+-- in); no recorded limit: ARGV[2] of them. Jobs still held on a rate: due
+-- again when it next has room. Atomic: a job is held or queued,
 -- never both nor neither; its fetch checks every limit again.
 
 --- @include limits
@@ -35,11 +35,13 @@ for _, name in ipairs(due) do
     local spec = redis.call("HGET", windows, name)
     local kind, n, period_ms = nil, nil, nil
     if spec then
-      local a, b, c = string.match(spec, "^(%a+) (%d+) (%d+)$")
+      local a, b, c = string.match(spec, "^(%a+) (%d+) ([%d%.eE%+%-]+)$")
       kind, n, period_ms = a, tonumber(b), tonumber(c)
     end
-    if n then
+    if n and (kind == "window" or kind == "concurrency") then
       n, period_ms = limit_of(prefix, name, n, period_ms)
+    elseif n and kind == "bucket" then
+      n = limit_of(prefix, name, n, 0)
     end
     local parked = prefix .. "~parked:" .. name
     local again = nil
@@ -55,6 +57,24 @@ for _, name in ipairs(due) do
       end
     elseif kind == "concurrency" and n then
       unpark(prefix, name, n - redis.call("SCARD", prefix .. name))
+    elseif kind == "bucket" and n and period_ms and period_ms > 0 then
+      -- As many as it has whole tokens; the next due when one more is in.
+      local tokens = bucket_tokens(prefix, name, n, period_ms, now)
+      local room = math.floor(tokens)
+      unpark(prefix, name, room)
+      if redis.call("LLEN", parked) > 0 then
+        again = now + math.ceil((1 - (tokens - room)) * period_ms)
+      end
+    elseif kind == "leaky" and period_ms and period_ms > 0 then
+      -- One start at a time: the next due one interval after it.
+      local at = leaky_at(prefix, name)
+      if not at or now >= at then
+        unpark(prefix, name, 1)
+        at = math.max(at or now, now) + period_ms
+      end
+      if redis.call("LLEN", parked) > 0 then
+        again = math.ceil(at)
+      end
     else
       unpark(prefix, name, most)
       if redis.call("LLEN", parked) > 0 then

@@ -90,8 +90,52 @@ class Window:
         return [self.kind, key, self.limit, self.per]
 
 
-Limit = Concurrency | Window
-LIMIT_TYPES = (Concurrency, Window)
+@dataclass(frozen=True, slots=True)
+class Bucket:
+    """A token bucket: ``capacity`` starts at once at most, refilled at
+    ``per_second`` tokens a second."""
+
+    key: LimitKey
+    capacity: int
+    per_second: float
+    kind = "bucket"
+
+    def __post_init__(self) -> None:
+        _check_key(self.key)
+        _check_count(self.capacity, "a bucket's capacity")
+        check_duration(self.per_second, "a bucket's per_second")
+        if self.per_second < 0.001:
+            raise ValueError(f"a bucket's per_second must be at least 0.001, got {self.per_second}")
+
+    def wire(self, key: str) -> list[Any]:
+        return [self.kind, key, self.capacity, self.per_second]
+
+
+@dataclass(frozen=True, slots=True)
+class Leaky:
+    """A smooth rate (a leaky bucket, GCRA without burst): one start every
+    ``per_seconds / rate`` seconds."""
+
+    key: LimitKey
+    rate: int
+    per_seconds: float
+    kind = "leaky"
+
+    def __post_init__(self) -> None:
+        _check_key(self.key)
+        _check_count(self.rate, "a leaky bucket's rate")
+        check_duration(self.per_seconds, "a leaky bucket's per_seconds")
+        if self.per_seconds / self.rate < 0.001:
+            raise ValueError(
+                "a leaky bucket's interval (per_seconds / rate) must be at least 0.001 s"
+            )
+
+    def wire(self, key: str) -> list[Any]:
+        return [self.kind, key, self.rate, self.per_seconds]
+
+
+Limit = Concurrency | Window | Bucket | Leaky
+LIMIT_TYPES = (Concurrency, Window, Bucket, Leaky)
 
 
 def concurrency(key: LimitKey, limit: int) -> Concurrency:
@@ -109,6 +153,19 @@ def window(key: LimitKey, limit: int, per: float) -> Window:
     return Window(key, limit, per)
 
 
+def bucket(key: LimitKey, capacity: int, per_second: float) -> Bucket:
+    """A token bucket for ``key``: up to ``capacity`` jobs start at once, then
+    ``per_second`` a second as it refills. A job with no token is held until one
+    is in."""
+    return Bucket(key, capacity, per_second)
+
+
+def leaky(key: LimitKey, rate: int, per_seconds: float) -> Leaky:
+    """A smooth rate for ``key``: ``rate`` starts per ``per_seconds``, evenly
+    spaced (a leaky bucket, GCRA with no burst)."""
+    return Leaky(key, rate, per_seconds)
+
+
 def check_limits(limits: object) -> None:
     """Refuse anything but a list or tuple of declared limits."""
     if limits is None:
@@ -120,7 +177,7 @@ def check_limits(limits: object) -> None:
     for limit in limits:
         if not isinstance(limit, LIMIT_TYPES):
             raise TypeError(
-                f"limits must hold limits (limits.concurrency(...), limits.window(...)), "
+                f"limits must hold limits (limits.concurrency/window/bucket/leaky(...)), "
                 f"got {limit!r}"
             )
 

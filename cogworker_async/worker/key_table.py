@@ -63,6 +63,8 @@ TYPED: dict[str, ExpectedType] = {
     "limit_config": "hash",
     "limit_window": "zset",
     "limit_pause": "string",
+    "limit_bucket": "hash",
+    "limit_leaky": "string",
     "limit_due": "zset",
     "limit_windows": "hash",
 }
@@ -117,6 +119,8 @@ _PREFIXED = (
     "limit_parked",
     "limit_window",
     "limit_pause",
+    "limit_bucket",
+    "limit_leaky",
 )
 _HOLE = "\x00"
 

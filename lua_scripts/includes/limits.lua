@@ -8,8 +8,10 @@
 -- the set <prefix><name> at once (the hold "limit_slot", holds.py: released by
 -- every settling step, includes/holds.lua, which unparks the oldest parked
 -- job of the key); kind "window" [.., n, period s]: at most n starts in any
--- period (a sliding log; a job parked on it is let back in by limits_due.lua,
--- the workers' "Limit timers" duty, when the window reopens). <prefix>~config (a hash: name -> n), written by
+-- period (a sliding log); kind "bucket" [.., capacity, per_second]: a token
+-- bucket; kind "leaky" [.., rate, per_seconds]: a smooth rate (GCRA without
+-- burst). A job held on a rate is let back in by limits_due.lua (the workers'
+-- "Limit timers" duty) when its key has room again. <prefix>~config (a hash: name -> n), written by
 -- `cogworker-async limits set`, overrides a payload's n. Parked jobs wait on
 -- the list <prefix>~parked:<name>, the newest at the head.
 --
@@ -78,15 +80,34 @@ local function paused_for(prefix, name)
   return left > 0 and left or 0
 end
 
--- spec_of(kind, n, period_ms): a limit as limits_due.lua reads it, "kind n
--- period_ms" (nil for a kind it does not know).
-local function spec_of(kind, n, period_ms)
-  if kind == "concurrency" then
-    return "concurrency " .. n .. " 0"
-  elseif kind == "window" then
-    return "window " .. n .. " " .. period_ms
+-- spec_of(kind, n, x): a limit as limits_due.lua reads it, "kind n x": x is
+-- a window's period (ms), a bucket's or a leaky bucket's interval between two
+-- tokens (ms), 0 for concurrency; nil for a kind it does not know.
+local function spec_of(kind, n, x)
+  if kind == "concurrency" or kind == "window" or kind == "bucket" or kind == "leaky" then
+    return kind .. " " .. n .. " " .. string.format("%.17g", x or 0)
   end
   return nil
+end
+
+-- bucket_tokens(prefix, name, cap, interval_ms, now): kind "bucket": a token
+-- bucket of `cap` tokens, one more every interval_ms (the hash
+-- <prefix>~bucket:<name>: t = tokens, at = ms of the last take; full when
+-- absent). The tokens now (a float).
+local function bucket_tokens(prefix, name, cap, interval_ms, now)
+  local state = redis.call("HMGET", prefix .. "~bucket:" .. name, "t", "at")
+  local t, at = tonumber(state[1]), tonumber(state[2])
+  if not t or not at then
+    return cap
+  end
+  return math.min(cap, t + math.max(0, now - at) / interval_ms)
+end
+
+-- leaky_at(prefix, name): kind "leaky" (GCRA, no burst): the ms at which the
+-- next start is allowed (<prefix>~leaky:<name>, the theoretical arrival
+-- time); nil when any start is.
+local function leaky_at(prefix, name)
+  return tonumber(redis.call("GET", prefix .. "~leaky:" .. name))
 end
 
 -- check_job(job, prefix): admits or parks the raw `job`: every limit it names
@@ -99,7 +120,7 @@ local function check_job(job, prefix)
   if type(limits) ~= "table" or type(jid) ~= "string" or jid == "" then
     return true
   end
-  local slots, starts, now = {}, {}, nil
+  local slots, starts, takes, now = {}, {}, {}, nil
   for _, limit in ipairs(limits) do
     local kind, name, n = limit[1], limit[2], tonumber(limit[3])
     if type(name) == "string" and n and is_held_key(prefix .. name, prefix) then
@@ -132,6 +153,32 @@ local function check_job(job, prefix)
           end
           starts[#starts + 1] = {prefix .. "~window:" .. name, period_ms}
         end
+      elseif kind == "bucket" then
+        -- [.., capacity, per_second]: its interval is 1000 / per_second ms.
+        local per_second = tonumber(limit[4]) or 0
+        if per_second > 0 then
+          local interval = 1000 / per_second
+          now = now or now_ms()
+          local tokens = bucket_tokens(prefix, name, n, interval, now)
+          if tokens < 1 then
+            park(prefix, name, job, now + math.ceil((1 - tokens) * interval),
+              spec_of(kind, n, interval))
+            return false
+          end
+          takes[#takes + 1] = {"bucket", name, tokens - 1, math.ceil(n * interval) + 1000}
+        end
+      elseif kind == "leaky" then
+        -- [.., rate, per_seconds]: one start every per_seconds * 1000 / rate ms.
+        if period_ms > 0 then
+          local interval = period_ms / n
+          now = now or now_ms()
+          local at = leaky_at(prefix, name)
+          if at and now < at then
+            park(prefix, name, job, at, spec_of(kind, n, interval))
+            return false
+          end
+          takes[#takes + 1] = {"leaky", name, math.max(at or now, now) + interval, interval}
+        end
       end
     end
   end
@@ -141,6 +188,16 @@ local function check_job(job, prefix)
   for _, start in ipairs(starts) do
     redis.call("ZADD", start[1], now, jid .. ":" .. now)
     redis.call("PEXPIRE", start[1], start[2])
+  end
+  for _, take in ipairs(takes) do
+    if take[1] == "bucket" then
+      local key = prefix .. "~bucket:" .. take[2]
+      redis.call("HSET", key, "t", string.format("%.6f", take[3]), "at", now)
+      redis.call("PEXPIRE", key, take[4])
+    else
+      redis.call("SET", prefix .. "~leaky:" .. take[2], string.format("%.3f", take[3]),
+        "PX", math.ceil(take[3] - now + take[4]))
+    end
   end
   return true
 end

@@ -75,6 +75,12 @@ async def windowed(tag: str) -> None:
 tries: dict[str, int] = {}
 
 
+@job(name="lim.rates", limits=[limits.bucket("bk", 2, 4.0), limits.leaky("lk", 5, 1.0)])
+async def rated(tag: str) -> None:
+    start_times.append(time.time())
+    starts.append(tag)
+
+
 @job(name="lim.backoff", limits=[limits.concurrency(lambda tag: "api", 2)])
 async def calls_api(tag: str) -> None:
     tries[tag] = tries.get(tag, 0) + 1
@@ -84,7 +90,14 @@ async def calls_api(tag: str) -> None:
         raise limits.BackOff("api", 1.0)  # a 429 with Retry-After: 1
 
 
-ALL: list[JobFunction[Any, Any]] = [global_two, per_account, failing, windowed, calls_api]
+ALL: list[JobFunction[Any, Any]] = [
+    global_two,
+    per_account,
+    failing,
+    windowed,
+    calls_api,
+    rated,
+]
 
 
 @pytest.fixture(autouse=True)
@@ -233,6 +246,22 @@ async def test_a_back_off_redis_refuses_is_filed_as_a_failure(
             await wait_for(lambda: _zcard(redis, keys.retry, 1), timeout=20)
     [entry] = await redis.zrange(keys.retry, 0, -1)
     assert b"BackOff" in entry  # filed as the failure it was, not lost
+
+
+async def test_a_bucket_and_a_smooth_rate_both_hold(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
+    async with Client(settings) as client:
+        await client.enqueue_many(rated, [(f"r{i}",) for i in range(6)])
+        async with Worker(settings, jobs=ALL):
+            await wait_for(lambda: _count(starts, 6), timeout=30)
+            await wait_for(lambda: _nothing_held(redis, keys, "bk", "lk"))
+    assert starts == [f"r{i}" for i in range(6)]  # in order
+    # The smooth rate (5 a second, no burst) spaces them 0.2 s apart: 1 s for 6;
+    # the bucket (2, then 4 a second) is never the tighter one here.
+    at = start_times
+    assert at[-1] - at[0] > 0.8, at
+    assert await redis.get(keys.stats_failed) is None
 
 
 async def _count(book: list[str], n: int) -> bool:

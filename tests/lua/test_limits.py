@@ -250,3 +250,42 @@ async def test_a_back_off_on_a_bookkeeping_key_is_refused(redis: Redis, keys: Ke
             redis, keys, identity=ME, job=job, key="~due", seconds=5, reliable=True
         )
     assert await redis.lrange(keys.in_progress(ME), 0, -1) == [job]
+
+
+async def test_a_bucket_lets_its_capacity_start_then_one_per_refill(
+    redis: Redis, keys: Keys
+) -> None:
+    jobs = [make_job(jid=f"b{i}", limits=[["bucket", "b", 3, 0.5]]) for i in range(5)]
+    await enqueue(redis, keys, "default", *jobs)
+    assert await take(redis, keys) == jobs[:3]  # the capacity at once
+    assert await redis.llen(keys.limit_parked("b")) == 2
+    assert await redis.hget(keys.limit_windows, "b") == b"bucket 3 2000"
+    next_in = await limits_store.limits_due(redis, keys)  # a token in 2 s
+    assert next_in is not None
+    assert 1.5 < next_in <= 2
+    # Two seconds later (the last take moved back): one token, one job in.
+    await redis.hset(keys.limit_bucket("b"), "at", int(await _now_ms(redis)) - 2_100)
+    await redis.zadd(keys.limit_due, {"b": 0})
+    assert await limits_store.limits_due(redis, keys) is not None  # the other waits on
+    assert await take(redis, keys) == [jobs[3]]
+    assert await redis.lrange(keys.limit_parked("b"), 0, -1) == [jobs[4]]
+
+
+async def test_a_leaky_bucket_spaces_starts_evenly(redis: Redis, keys: Keys) -> None:
+    jobs = [make_job(jid=f"l{i}", limits=[["leaky", "l", 2, 10]]) for i in range(3)]
+    await enqueue(redis, keys, "default", *jobs)
+    assert await take(redis, keys) == jobs[:1]  # no burst: one, then one every 5 s
+    assert await redis.llen(keys.limit_parked("l")) == 2
+    next_in = await limits_store.limits_due(redis, keys)
+    assert next_in is not None
+    assert 4.5 < next_in <= 5
+    await redis.set(keys.limit_leaky("l"), int(await _now_ms(redis)) - 1)  # 5 s on
+    await redis.zadd(keys.limit_due, {"l": 0})
+    assert await limits_store.limits_due(redis, keys) is not None
+    assert await take(redis, keys) == [jobs[1]]
+    assert 4_000 < await redis.pttl(keys.limit_leaky("l")) <= 10_000
+
+
+async def _now_ms(redis: Redis) -> float:
+    seconds, micros = await redis.time()
+    return seconds * 1000 + micros / 1000

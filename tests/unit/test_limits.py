@@ -29,6 +29,10 @@ def test_a_key_function_is_resolved_on_the_jobs_arguments() -> None:
     assert payload_fields([limits.window(lambda a: a, 100, 60)], ("x",), {}) == {
         "limits": [["window", "x", 100, 60]]
     }
+    both = [limits.bucket("b", 10, 2.5), limits.leaky("l", 5, 1)]
+    assert payload_fields(both, (), {}) == {
+        "limits": [["bucket", "b", 10, 2.5], ["leaky", "l", 5, 1]]
+    }
 
 
 @pytest.mark.parametrize(
@@ -46,6 +50,12 @@ def test_a_key_function_is_resolved_on_the_jobs_arguments() -> None:
         (lambda: limits.window("k", 1, float("nan")), ValueError, "per must be a finite"),
         (lambda: limits.window("k", 1, "1"), TypeError, "per must be a number"),
         (lambda: limits.window("k", 1, 0.0001), ValueError, "at least 0.001 s"),
+        (lambda: limits.bucket("k", 0, 1), ValueError, "capacity must be >= 1"),
+        (lambda: limits.bucket("k", 5, 0), ValueError, "per_second must be a finite"),
+        (lambda: limits.bucket("k", 5, 0.0001), ValueError, "at least 0.001"),
+        (lambda: limits.leaky("k", 0, 1), ValueError, "rate must be >= 1"),
+        (lambda: limits.leaky("k", 5, -1), ValueError, "per_seconds must be a finite"),
+        (lambda: limits.leaky("k", 10_000, 1), ValueError, "at least 0.001 s"),
     ],
 )
 def test_a_bad_declaration_is_refused_when_made(make: Any, error: type, words: str) -> None:
