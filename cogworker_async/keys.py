@@ -223,6 +223,13 @@ class Keys:
         return f"{self.ns}:limits:~windows"
 
     @property
+    def limits_used(self) -> str:
+        """Set (never cleared) before the first job with limits is written: the
+        fetch checks taken jobs for limits only when it exists, so a namespace
+        without limits pays one EXISTS a fetch, nothing a job."""
+        return f"{self.ns}:limits:~used"
+
+    @property
     def limit_config(self) -> str:
         """Limits set at run time (``limits set``): key -> limit (a hash)."""
         return f"{self.ns}:limits:~config"

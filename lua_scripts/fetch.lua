@@ -27,7 +27,9 @@
 --   default unique_for (ms) of a payload that names none (renew_taken_locks)
 -- then the limits prefix (keys.limits_prefix; "" checks none): a job that
 --   names limits is admitted only while each has room, else parked on the
---   first full one's list instead of taken (includes/limits.lua, admit_job)
+--   first full one's list instead of taken (includes/limits.lua, admit_job);
+--   only when <prefix>~used exists (keys.limits_used): a namespace without
+--   limits pays one EXISTS a call, nothing a job
 -- then, last and only when some acked job carries one, the ends block: e, the
 --   tracking prefix and e groups of 6 (includes/acked_ends.lua): the kept
 --   results and final statuses of acked jobs, written in this same step
@@ -60,6 +62,16 @@ local names_at = settle_acked_holds(10 + acked, missing, ARGV[1] == "reliable")
 local unique_prefix = ARGV[names_at + #KEYS - 4]
 local unique_default_ms = tonumber(ARGV[names_at + #KEYS - 3])
 local limits_prefix = ARGV[names_at + #KEYS - 2]
+-- Limits are checked only in a namespace that has them (<prefix>~used, set
+-- before the first limited job is written): read once, at the first job met.
+local limits_on = nil
+local function admitted(job)
+  if limits_on == nil then
+    limits_on = limits_prefix ~= nil and limits_prefix ~= ""
+      and redis.call("EXISTS", limits_prefix .. "~used") == 1
+  end
+  return not limits_on or admit_job(job, limits_prefix)
+end
 local end_failures = write_acked_ends(names_at + #KEYS - 1)
 -- Only what this call removed: an ack resent after a lost reply counts once.
 count_processed(KEYS[3], KEYS[4], acked - #missing, tonumber(ARGV[5]))
@@ -97,7 +109,7 @@ for i = 5, #KEYS do
           if real then
             if #taken == 0 and suspects_ok then
               consumed = consumed + 1
-              if admit_job(job, limits_prefix) then
+              if admitted(job) then
                 taken[1] = job
                 alone = true
               end
@@ -108,7 +120,7 @@ for i = 5, #KEYS do
           end
         end
         consumed = consumed + 1
-        if admit_job(job, limits_prefix) then
+        if admitted(job) then
           taken[#taken + 1] = job
         end
       end
@@ -129,9 +141,11 @@ for i = 5, #KEYS do
         sources[#sources + 1] = moved
       end
       -- Filled up with work still waiting, or a suspect left for a process
-      -- with nothing else to run: wake another idle process for it. Not when
-      -- this caller declines suspects: it would only wake itself, in a loop.
-      if (#taken >= wanted or alone or (skipped and suspects_ok))
+      -- with nothing else to run, or jobs held by a limit that may have hidden
+      -- runnable ones behind them: wake an idle process (maybe this one) for
+      -- it. Not when this caller declines suspects: it would only wake
+      -- itself, in a loop.
+      if (#taken >= wanted or alone or (skipped and suspects_ok) or consumed > moved)
           and redis.call("LLEN", KEYS[i]) > 0 then
         redis.pcall("ZADD", ARGV[4] .. name, 0, "1")
       end

@@ -22,6 +22,7 @@ end
 local changed = 0
 if ARGV[3] == "set" then
   redis.call("HSET", KEYS[1], name, ARGV[4])
+  redis.call("SET", prefix .. "~used", "1")
   changed = 1
 else
   changed = redis.call("HDEL", KEYS[1], name) + redis.call("DEL", prefix .. "~pause:" .. name)

@@ -43,6 +43,8 @@ class BuildsJobs(Protocol):
         self, target: Any, args: Sequence[Any], kwargs: Mapping[str, Any], now: float
     ) -> tuple[dict[str, Any] | None, float | None]: ...
 
+    async def _mark_limits(self) -> None: ...
+
 
 class EnqueuedMany(list[str]):
     """What ``enqueue_many`` returns: the jids enqueued (a ``list``, as before), and
@@ -159,6 +161,7 @@ class ManyBatch:
                 )
             if self.options.limits:
                 job.update(payload_fields(self.options.limits, args, kwargs))
+                await self.client._mark_limits()
         position = self.added
         self.added += 1
         one = payload.encode_job(job)

@@ -33,6 +33,7 @@ from cogworker_async.limits import payload_fields
 from cogworker_async.middleware import run_client_chain
 from cogworker_async.settings import check_queue_name
 from cogworker_async.store import locks
+from cogworker_async.store.limits import mark_limits_used
 from cogworker_async.store.scripts import script
 from cogworker_async.timing import check_duration
 from cogworker_async.unique.lock import check_lock_key, unique_field
@@ -92,6 +93,15 @@ class Enqueueing(AskingAboutJobs):
     """``enqueue``, ``enqueue_by_name`` and ``enqueue_many`` (their handles ask
     through ``AskingAboutJobs``)."""
 
+    _limits_marked = False  # this client said limits are in use (once)
+
+    async def _mark_limits(self) -> None:
+        """Say limits are in use before this client's first job with limits is
+        written (the fetch checks jobs for them only then)."""
+        if not self._limits_marked:
+            await mark_limits_used(self.redis, self.keys)
+            self._limits_marked = True
+
     async def _build(
         self, target: Target, args: Sequence[Any], kwargs: Mapping[str, Any], now: float
     ) -> tuple[dict[str, Any] | None, float | None]:
@@ -116,6 +126,7 @@ class Enqueueing(AskingAboutJobs):
             )
         if options.limits:
             job.update(payload_fields(options.limits, args, kwargs))
+            await self._mark_limits()
         if self.middleware:
             # Middleware sees only JSON-safe arguments (checked one by one, so
             # the error names the one at fault).

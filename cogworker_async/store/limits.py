@@ -34,6 +34,12 @@ async def admit_taken(
     return Admission(int(reply))
 
 
+async def mark_limits_used(redis: Redis, keys: Keys) -> None:
+    """Say limits are in use in this namespace (``Keys.limits_used``): before a
+    job with limits is first written, or the fetch would take it unchecked."""
+    await redis.set(keys.limits_used, 1)
+
+
 # The most keys one limits_due call serves (more wait for the next call).
 DUE_BATCH = 100
 

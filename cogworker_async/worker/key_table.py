@@ -61,6 +61,7 @@ TYPED: dict[str, ExpectedType] = {
     "limit_slots": "set",  # a concurrency limit's running jids; but limits:~... (below)
     "limit_parked": "list",
     "limit_config": "hash",
+    "limits_used": "string",
     "limit_window": "zset",
     "limit_pause": "string",
     "limit_bucket": "hash",

@@ -1,10 +1,12 @@
 """Concurrency limits across real processes and a kill -9 (issue 23 §5, §6).
 
-Two workers run the jobs of two keys (limits 2 and 3); one is killed with
+Two workers run the jobs of two keys (limits 2 and 3) and of a window
+limit (3 starts in any 2 s); one is killed with
 SIGKILL while it runs some. Recovery releases the dead process's slots with
 the requeue (the same step), which lets held jobs in; a third worker finishes
 everything. Then: no slot leaked, nothing left held, and the ledger of starts
-and ends (a killed run ends at the kill) never shows a key over its limit.
+and ends (a killed run ends at the kill) never shows a key over its limit,
+nor the window more starts than its rate.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from tests.helpers import stop_processes, wait_for_sync
 
 pytestmark = pytest.mark.chaos
 
-LIMITS = {"a": 2, "b": 3}
+LIMITS = {"a": 2, "b": 3}  # concurrency limits
+WINDOW = ("w", 3, 2.0)  # a window limit: at most 3 starts in any 2 s
 SECONDS = 1.5
 
 
@@ -42,14 +45,20 @@ def enqueue_limited(client: sync_redis.Redis, keys: Keys, jobs: dict[str, str]) 
                 "queue": "default",
                 "created_at": now,
                 "enqueued_at": now,
-                "limits": [["concurrency", key, LIMITS[key]]],
-                "limit_slots": [key],
+                **_limit_fields(key),
             }
         )
         for jid, key in jobs.items()
     ]
+    client.set(keys.limits_used, 1)  # as a client does before its first limited job
     client.lpush(keys.queue("default"), *payloads)
     client.sadd(keys.queues, "default")
+
+
+def _limit_fields(key: str) -> dict[str, Any]:
+    if key == WINDOW[0]:
+        return {"limits": [["window", *WINDOW]]}
+    return {"limits": [["concurrency", key, LIMITS[key]]], "limit_slots": [key]}
 
 
 def most_at_once(runs: list[tuple[float, float]]) -> int:
@@ -69,7 +78,7 @@ def runs_by_key(
     """Each run's (start, end) per key; a run of the killed process that never
     ended ended at the kill."""
     ends = {(e["jid"], e["pid"]): e["at"] for e in entries if e["event"] == "end"}
-    runs: dict[str, list[tuple[float, float]]] = {key: [] for key in LIMITS}
+    runs: dict[str, list[tuple[float, float]]] = {key: [] for key in (*LIMITS, WINDOW[0])}
     for e in entries:
         if e["event"] != "start":
             continue
@@ -85,7 +94,7 @@ def test_a_killed_worker_leaks_no_slot_and_no_key_runs_over_its_limit(
     settings: Settings, sync_client: sync_redis.Redis, keys: Keys
 ) -> None:
     settings = settings.model_copy(update={"concurrency": 6})
-    jobs = {f"{i:024x}": ("a" if i % 2 else "b") for i in range(20)}
+    jobs = {f"{i:024x}": ("a", "b", "w")[i % 3] for i in range(24)}
     procs: list[subprocess.Popen[bytes]] = []
     try:
         victim, _ = start_worker(settings)
@@ -99,7 +108,7 @@ def test_a_killed_worker_leaks_no_slot_and_no_key_runs_over_its_limit(
             return any(e["pid"] == victim.pid for e in started)
 
         wait_for_sync(victim_runs, timeout=30)
-        held = sum(sync_client.llen(keys.limit_parked(key)) for key in LIMITS)
+        held = sum(sync_client.llen(keys.limit_parked(key)) for key in (*LIMITS, WINDOW[0]))
         assert held > 0  # more jobs than slots: the rest wait held, not retried
         victim.send_signal(signal.SIGKILL)
         victim.wait(timeout=10)
@@ -116,13 +125,19 @@ def test_a_killed_worker_leaks_no_slot_and_no_key_runs_over_its_limit(
             lambda: all(not sync_client.scard(keys.limit_slots(key)) for key in LIMITS),
             timeout=20,
         )
-        for key in LIMITS:
+        for key in (*LIMITS, WINDOW[0]):
             assert sync_client.llen(keys.limit_parked(key)) == 0
         assert sync_client.zcard(keys.retry) == 0
         assert sync_client.zcard(keys.dead) == 0
         runs = runs_by_key(ledger(sync_client, keys), jobs, victim.pid, killed_at)
         for key, limit in LIMITS.items():
             assert most_at_once(runs[key]) <= limit, (key, runs[key])
+        # The window: no 3 + 1 starts within 2 s (0.5 s of slack: a start is
+        # logged as its handler begins, a little after its admission).
+        name, n, per = WINDOW
+        window_starts = sorted(start for start, _ in runs[name])
+        for i in range(len(window_starts) - n):
+            assert window_starts[i + n] - window_starts[i] > per - 0.5, window_starts
     finally:
         stop_processes(procs)
 

@@ -126,6 +126,7 @@ async def test_a_global_limit_is_never_over_admitted_and_every_job_runs(
             await wait_for(lambda: _count(ended, 12), timeout=30)
             await wait_for(lambda: _nothing_held(redis, keys, "stripe"))
     assert most["stripe"] == 2  # the limit, and used whole
+    assert await redis.get(keys.limits_used) == b"1"  # said before the first was written
     assert sorted(starts) == sorted(f"g{i}" for i in range(12))  # each once
     assert await redis.get(keys.stats_failed) is None  # none failed for it
 
@@ -278,3 +279,34 @@ async def _parked(redis: Redis, key: str, n: int) -> bool:
 
 async def _zcard(redis: Redis, key: str, n: int) -> bool:
     return int(await redis.zcard(key)) >= n
+
+
+async def test_basic_fetch_holds_and_releases_the_same_way(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
+    basic = settings.model_copy(update={"fetch": "basic"})
+    async with Client(basic) as client:
+        await client.enqueue_many(global_two, [(f"g{i}",) for i in range(8)])
+        async with Worker(basic, jobs=ALL):
+            await wait_for(lambda: _count(ended, 8), timeout=30)
+            await wait_for(lambda: _nothing_held(redis, keys, "stripe"), timeout=20)
+    assert most["stripe"] == 2
+    assert sorted(starts) == sorted(f"g{i}" for i in range(8))
+
+
+async def test_jobs_of_other_keys_behind_many_held_ones_are_not_blocked(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
+    gates["h0"] = asyncio.Event()
+    async with Client(settings) as client:
+        await client.enqueue(per_account, "h", "h0")
+        async with Worker(settings, jobs=ALL):
+            await wait_for(lambda: _started("h0"))
+            await client.enqueue_many(per_account, [("h", f"h{i}") for i in range(1, 200)])
+            await client.enqueue(per_account, "other", "o0")  # behind 199 of a full key
+            await wait_for(lambda: _count(ended, 1), timeout=20)
+            assert ended == ["o0"]
+            assert await redis.llen(keys.limit_parked("acct:h")) == 199
+            gates["h0"].set()
+            await wait_for(lambda: _count(ended, 201), timeout=60)
+    assert [t for t in starts if t.startswith("h")] == [f"h{i}" for i in range(200)]

@@ -287,6 +287,7 @@ async def hold_back(job: Job, *, blocking: bool = False) -> None:
     """Another job of the key holds its one slot: ``job`` is taken (by a fetch,
     or by a blocking wait, as the running job was, then ``admit_taken``) and held."""
     slots = job.keys.limit_slots(LIMIT)
+    await limits_store.mark_limits_used(job.redis, job.keys)
     await job.redis.delete(slots)  # a BLMOVE takes no slot: the one it holds is another's
     await job.redis.sadd(slots, new_jid())
     if blocking:

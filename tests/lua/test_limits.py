@@ -23,6 +23,12 @@ pytestmark = pytest.mark.anyio
 ME = "host:1:me"
 
 
+@pytest.fixture(autouse=True)
+async def _limits_used(redis: Redis, keys: Keys) -> None:
+    """As a client does before its first job with limits."""
+    await limits_store.mark_limits_used(redis, keys)
+
+
 def limited(jid: str, *names: str, n: int = 1, queue: str = "default") -> bytes:
     return make_job(
         queue=queue,
@@ -52,6 +58,15 @@ async def test_the_fetch_takes_up_to_the_limit_and_holds_the_rest_in_order(
     assert await redis.lrange(keys.limit_parked("k"), 0, -1) == [jobs[4], jobs[3], jobs[2]]
     assert await redis.llen(keys.queue("default")) == 0
     assert await redis.lrange(keys.in_progress(ME), 0, -1) == [plain, jobs[1], jobs[0]]
+
+
+async def test_a_namespace_without_limits_checks_no_job(redis: Redis, keys: Keys) -> None:
+    await redis.delete(keys.limits_used)
+    await redis.sadd(keys.limit_slots("k"), "other")
+    job = limited("j0", "k")
+    await enqueue(redis, keys, "default", job)
+    assert await take(redis, keys) == [job]  # a producer that did not say so: unchecked
+    assert await redis.smembers(keys.limit_slots("k")) == {b"other"}
 
 
 async def test_a_release_unparks_the_oldest_held_job_of_its_key_only(
