@@ -63,14 +63,12 @@ local unique_prefix = ARGV[names_at + #KEYS - 4]
 local unique_default_ms = tonumber(ARGV[names_at + #KEYS - 3])
 local limits_prefix = ARGV[names_at + #KEYS - 2]
 -- Limits are checked only in a namespace that has them (<prefix>~used, set
--- before the first limited job is written): read once, at the first job met.
+-- before the first limited job is written): read once, at the first job met
+-- (inline below: a plain job pays two tests, not a call).
 local limits_on = nil
-local function admitted(job)
-  if limits_on == nil then
-    limits_on = limits_prefix ~= nil and limits_prefix ~= ""
-      and redis.call("EXISTS", limits_prefix .. "~used") == 1
-  end
-  return not limits_on or admit_job(job, limits_prefix)
+local function limits_used()
+  return limits_prefix ~= nil and limits_prefix ~= ""
+    and redis.call("EXISTS", limits_prefix .. "~used") == 1
 end
 local end_failures = write_acked_ends(names_at + #KEYS - 1)
 -- Only what this call removed: an ack resent after a lost reply counts once.
@@ -109,7 +107,10 @@ for i = 5, #KEYS do
           if real then
             if #taken == 0 and suspects_ok then
               consumed = consumed + 1
-              if admitted(job) then
+              if limits_on == nil then
+                limits_on = limits_used()
+              end
+              if not limits_on or admit_job(job, limits_prefix) then
                 taken[1] = job
                 alone = true
               end
@@ -120,7 +121,10 @@ for i = 5, #KEYS do
           end
         end
         consumed = consumed + 1
-        if admitted(job) then
+        if limits_on == nil then
+          limits_on = limits_used()
+        end
+        if not limits_on or admit_job(job, limits_prefix) then
           taken[#taken + 1] = job
         end
       end
