@@ -40,7 +40,9 @@ JID_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 @dataclass(frozen=True, slots=True)
 class Found:
-    """One place the job is: ``where`` is ``queue``, a set's name, or ``running``."""
+    """One place the job is: ``where`` is ``queue``, a set's name, ``running``, or
+    ``held`` (over a limit: ``queue`` is then the limit's key, ``index`` its
+    place among the key's held jobs, 0 the newest)."""
 
     where: str
     entry: Entry | None = None
@@ -61,6 +63,7 @@ _PLACES: dict[str, Place] = {
     "retry": Place.RETRY,
     "dead": Place.DEAD,
     "running": Place.IN_PROGRESS,
+    "held": Place.HELD,
 }
 
 
@@ -139,6 +142,45 @@ async def _in_queues(redis: Redis, keys: Keys, jid: str) -> tuple[list[Found], b
     return found, True
 
 
+async def _held(redis: Redis, keys: Keys, jid: str) -> tuple[list[Found], bool]:
+    """The job among the jobs held by a limit (``<ns>:limits:~parked:<key>``): the
+    lists found by SCAN, each read in windows, every key SCAN passes and every
+    entry read counted against ``LOOKUP_WORK``."""
+    needle = jid.encode()
+    found: list[Found] = []
+    budget = LOOKUP_WORK
+    prefix = keys.limit_parked("")
+    cursor = 0
+    while True:
+        cursor, listed = await redis.scan(
+            cursor, match=f"{_glob_escape(prefix)}*", count=SCAN_COUNT
+        )
+        budget -= SCAN_COUNT
+        for key in listed:
+            start = 0
+            while budget > 0:
+                try:
+                    window: list[bytes] = await redis.lrange(  # type: ignore[assignment]
+                        key, start, start + min(QUEUE_WINDOW, budget) - 1
+                    )
+                except ResponseError as exc:
+                    if not _is_wrong_type(exc):
+                        raise
+                    break
+                for offset, raw in enumerate(window):
+                    if needle in raw and parse_entry(raw, 0.0).jid == jid:
+                        name = loose_text(key)[len(prefix) :]
+                        found.append(Found("held", queue=name, index=start + offset))
+                budget -= len(window)
+                if len(window) < QUEUE_WINDOW:
+                    break
+                start += len(window)
+        if cursor == 0:
+            return found, True
+        if budget <= 0:
+            return found, False
+
+
 async def kept_result(redis: Redis, keys: Keys, jid: str) -> tuple[dict[str, Any] | None, bool]:
     """The job's kept result envelope (None if none), and whether one was kept but expired."""
     async with redis.pipeline(transaction=False) as pipe:
@@ -155,7 +197,8 @@ async def kept_result(redis: Redis, keys: Keys, jid: str) -> tuple[dict[str, Any
 
 
 async def locate(redis: Redis, keys: Keys, jid: str) -> Lookup:
-    """Every place job ``jid`` is now (queues, scheduled, retry, dead, running), its
+    """Every place job ``jid`` is now (queues, scheduled, retry, dead, running, held
+    by a limit), its
     status and its kept result; ValueError if ``jid`` does not look like one."""
     check_jid(jid)
     found: list[Found] = []
@@ -170,6 +213,10 @@ async def locate(redis: Redis, keys: Keys, jid: str) -> Lookup:
         if not whole:
             unsearched.append(set_key(keys, which))
     found += [Found("running", running=job) for job in await busy(redis, keys) if job.jid == jid]
+    held, whole = await _held(redis, keys, jid)
+    found += held
+    if not whole:
+        unsearched.append(keys.limit_parked("*"))
     result, expired = await kept_result(redis, keys, jid)
     status, problem = None, ""
     try:

@@ -87,3 +87,13 @@ def test_each_place_found_shows_its_lifecycle_state(
     page = client.get("/jobs", params={"jid": JID}).text
     assert '<td>retrying <span class="muted">(status retrying)</span></td>' in page
     assert '<td>scheduled <span class="muted">(status scheduled)</span></td>' in page
+
+
+def test_a_job_held_by_a_limit_is_found_with_its_key(
+    client: TestClient, sync_client: sync_redis.Redis, keys: Keys
+) -> None:
+    held = make_job(jid=JID, limits=[["concurrency", "acct:<7>", 1]], limit_slots=["acct:<7>"])
+    sync_client.lpush(keys.limit_parked("acct:<7>"), held, make_job())
+    page = client.get("/jobs", params={"jid": JID}).text
+    assert "<td>held</td>" in page
+    assert "held by the limit acct:&lt;7&gt;, position 2 from the newest" in page
