@@ -1,5 +1,8 @@
 """Concurrency limits across real processes and a kill -9 (issue 23 §5, §6).
 
+A Redis restart (killed, started again from its AOF) under limited load
+leaks no slot either and never lets more than the limit run.
+
 Two workers run the jobs of two keys (limits 2 and 3) and of a window
 limit (3 starts in any 2 s); one is killed with
 SIGKILL while it runs some. Recovery releases the dead process's slots with
@@ -11,19 +14,26 @@ nor the window more starts than its rate.
 
 from __future__ import annotations
 
+import asyncio
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from typing import Any
 
+import anyio
 import orjson
 import pytest
 import redis as sync_redis
+from redis.asyncio import Redis
 
+from cogworker_async import Client, Worker, job, limits
+from cogworker_async.embedded import EmbeddedRedis
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
 from tests.chaos.test_fair_dispatch import identities, ledger, start_worker
-from tests.helpers import stop_processes, wait_for_sync
+from tests.conftest import FAST
+from tests.helpers import stop_processes, wait_for, wait_for_sync
 
 pytestmark = pytest.mark.chaos
 
@@ -145,3 +155,72 @@ def test_a_killed_worker_leaks_no_slot_and_no_key_runs_over_its_limit(
 def test_most_at_once_counts_overlaps() -> None:
     assert most_at_once([(0, 2), (1, 3), (2, 4)]) == 2
     assert most_at_once([(0, 5), (1, 2), (1.5, 3)]) == 3
+
+
+@pytest.fixture
+def durable_redis() -> Iterator[EmbeddedRedis]:
+    """A server that keeps its data across a restart (AOF, fsync always)."""
+    server = EmbeddedRedis(extra_args=["--appendonly", "yes", "--appendfsync", "always"])
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def durable_settings(durable_redis: EmbeddedRedis, namespace: str) -> Settings:
+    return Settings(redis_url=durable_redis.url, namespace=namespace, concurrency=20, **FAST)
+
+
+in_flight: list[int] = [0, 0]  # running now, the most at once
+finished: list[str] = []
+
+
+@job(name="chaos.limited", limits=[limits.concurrency("three", 3)])
+async def limited_step(tag: str) -> None:
+    in_flight[0] += 1
+    in_flight[1] = max(in_flight[1], in_flight[0])
+    try:
+        await asyncio.sleep(0.05)
+    finally:
+        in_flight[0] -= 1
+    finished.append(tag)
+
+
+@pytest.mark.anyio
+@pytest.mark.timeout(180)
+async def test_a_redis_restart_leaks_no_slot_and_never_over_admits(
+    durable_redis: EmbeddedRedis, durable_settings: Settings, keys: Keys
+) -> None:
+    """Redis killed under limited load and started again from its AOF: every job
+    runs, never more than 3 at once, and no slot or held job is left behind."""
+    in_flight[:] = [0, 0]
+    finished.clear()
+    total = 150
+    async with Client(durable_settings) as client:
+        await client.enqueue_many(limited_step, [(f"t{i}",) for i in range(total)])
+        async with Worker(durable_settings, jobs=[limited_step]):
+            await wait_for(lambda: _finished(20), timeout=30)
+            durable_redis.kill()
+            await anyio.sleep(3)
+            durable_redis.restart()
+            await wait_for(lambda: _all_finished(total), timeout=90)
+            check = Redis.from_url(durable_redis.url)
+            try:
+                await wait_for(lambda: _nothing_left(check, keys), timeout=30)
+            finally:
+                await check.aclose()
+    assert in_flight[1] <= 3
+
+
+async def _finished(n: int) -> bool:
+    return len(finished) >= n
+
+
+async def _all_finished(total: int) -> bool:
+    return len(set(finished)) >= total
+
+
+async def _nothing_left(redis: Redis, keys: Keys) -> bool:
+    return not await redis.scard(keys.limit_slots("three")) and not await redis.llen(
+        keys.limit_parked("three")
+    )
