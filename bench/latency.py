@@ -10,7 +10,13 @@ list ``<ns>:bench:lat``. Reported: p50, p99 and max in milliseconds.
 
 Both processes share this machine's clock, so no clock skew is involved.
 
-    python bench/latency.py [--queues 1|3] [--jobs 1000] [--rate 200] [--repeat 3] [--json]
+``--held N`` (issue 23 §3): first N jobs are held by a full concurrency limit
+of one key (its slot taken, the N parked on ``<ns>:limits:~parked:hot``, and
+``<ns>:limits:~used`` set, so every fetch checks payloads for limits), while
+the measured jobs, of no limit, are picked up beside them.
+
+    python bench/latency.py [--queues 1|3] [--jobs 1000] [--rate 200] [--held N]
+        [--repeat 3] [--json]
 """
 
 from __future__ import annotations
@@ -20,8 +26,11 @@ import asyncio
 
 import common
 import jobs
+import orjson
+from redis.asyncio import Redis
 
 from cogworker_async import Client, Settings
+from cogworker_async.keys import Keys
 
 IDLE_BEFORE = 2.5  # longer than fetch_idle_max_interval (2 s): the worker is truly idle
 
@@ -31,8 +40,35 @@ def title(queue_count: int, total: int, rate: float) -> str:
     return f"latency idle worker, {where} ({total:,} jobs at {rate:g}/s)"
 
 
+async def hold(url: str, namespace: str, held: int) -> None:
+    """``held`` jobs parked on the full limit "hot" (see the module's docstring)."""
+    keys = Keys(namespace)
+    redis = Redis.from_url(url)
+    try:
+        await redis.set(keys.limits_used, 1)
+        await redis.sadd(keys.limit_slots("hot"), "0" * 24)
+        fields = {"limits": [["concurrency", "hot", 1]], "limit_slots": ["hot"]}
+        for start in range(0, held, 10_000):
+            batch = [
+                orjson.dumps(
+                    {"jid": f"{i:024x}", "class": "bench.noop", "args": [], "queue": "default"}
+                    | fields
+                )
+                for i in range(start, min(held, start + 10_000))
+            ]
+            await redis.lpush(keys.limit_parked("hot"), *batch)
+    finally:
+        await redis.aclose()
+
+
 async def run_once(
-    url: str, *, queue_count: int, total: int, rate: float, use_uvloop: bool = False
+    url: str,
+    *,
+    queue_count: int,
+    total: int,
+    rate: float,
+    use_uvloop: bool = False,
+    held: int = 0,
 ) -> dict[str, float]:
     namespace = common.new_namespace(f"lat{queue_count}")
     lat_key = f"{namespace}:bench:lat"
@@ -43,6 +79,8 @@ async def run_once(
         queues = common.WEIGHTED_QUEUES
         targets = [jobs.latency.options(queue=spec.split(":")[0]) for spec in queues]
     settings = Settings(redis_url=url, namespace=namespace)
+    if held:
+        await hold(url, namespace, held)
     try:
         worker = await common.WorkerProc.start(
             redis_url=url,
@@ -91,13 +129,14 @@ async def bench(
     rate: float = 200.0,
     repeat: int = 3,
     use_uvloop: bool = False,
+    held: int = 0,
 ) -> common.Result:
-    name = title(queue_count, total, rate)
+    name = title(queue_count, total, rate) + (f", {held:,} held by a limit" if held else "")
     common.note(f"{name}: {repeat} run(s)")
 
     async def once(_: int) -> dict[str, float]:
         return await run_once(
-            url, queue_count=queue_count, total=total, rate=rate, use_uvloop=use_uvloop
+            url, queue_count=queue_count, total=total, rate=rate, use_uvloop=use_uvloop, held=held
         )
 
     runs = await common.repeat_runs(repeat, once, f"latency-{queue_count}q")
@@ -120,6 +159,7 @@ def main() -> None:
     parser.add_argument("--queues", type=int, choices=(1, 3), default=1)
     parser.add_argument("--jobs", type=int, default=1000)
     parser.add_argument("--rate", type=float, default=200.0, help="jobs enqueued per second")
+    parser.add_argument("--held", type=int, default=0, help="jobs held by a full limit beside")
     common.add_common_args(parser)
     args = parser.parse_args()
     with common.redis_server(args.redis_url) as url:
@@ -131,6 +171,7 @@ def main() -> None:
                 rate=args.rate,
                 repeat=args.repeat,
                 use_uvloop=args.uvloop,
+                held=args.held,
             ),
             use_uvloop=args.uvloop,
         )
