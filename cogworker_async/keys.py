@@ -208,6 +208,10 @@ class Keys:
         """A leaky bucket's next allowed start, ms (a string; GCRA's TAT)."""
         return f"{self.ns}:limits:~leaky:{key}"
 
+    def limit_points(self, key: str) -> str:
+        """A points limit's budget (a hash: t = points, at = ms of the last change)."""
+        return f"{self.ns}:limits:~points:{key}"
+
     def limit_pause(self, key: str) -> str:
         """A limit key paused by ``limits.BackOff`` (a string with the pause's TTL)."""
         return f"{self.ns}:limits:~pause:{key}"

@@ -184,6 +184,7 @@ MOVES_NO_JOB: dict[str, str] = {
     "delete_orphan_locks": "deletes unique locks whose holder is in no place",
     "deregister": "removes a leaving process's presence and registry entries",
     "heartbeat": "says a process is alive",
+    "settle_points": "gives a points limit back the difference of a run's real cost",
     "limits_set": "sets or clears a key's run-time limit; limits_due lets its held jobs in",
     "overdue": "lists identities recovery must judge (reads only)",
     "periodic_running": "re-takes or releases a periodic entry's running lock",

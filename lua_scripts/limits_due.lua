@@ -40,7 +40,7 @@ for _, name in ipairs(due) do
     end
     if n and (kind == "window" or kind == "concurrency") then
       n, period_ms = limit_of(prefix, name, n, period_ms)
-    elseif n and kind == "bucket" then
+    elseif n and (kind == "bucket" or kind == "points") then
       n = limit_of(prefix, name, n, 0)
     end
     local parked = prefix .. "~parked:" .. name
@@ -64,6 +64,23 @@ for _, name in ipairs(due) do
       unpark(prefix, name, room)
       if redis.call("LLEN", parked) > 0 then
         again = now + math.ceil((1 - (tokens - room)) * period_ms)
+      end
+    elseif kind == "points" and n and period_ms and period_ms > 0 then
+      -- The oldest held jobs whose costs the budget has now, in order; the
+      -- next due when it has the next one's.
+      local tokens = points_tokens(prefix, name, n, period_ms, now)
+      while true do
+        local job = redis.call("LINDEX", parked, -1)
+        if not job then
+          break
+        end
+        local cost = cost_of(job, name)
+        if tokens < cost then
+          again = now + math.ceil((cost - tokens) * period_ms)
+          break
+        end
+        tokens = tokens - cost
+        unpark(prefix, name, 1)
       end
     elseif kind == "leaky" and period_ms and period_ms > 0 then
       -- One start at a time: the next due one interval after it.

@@ -15,14 +15,17 @@ from cogworker_async.limits.declarations import (
     Leaky,
     Limit,
     LimitKey,
+    Points,
     Window,
     bucket,
     check_limits,
     concurrency,
     leaky,
     payload_fields,
+    points,
     window,
 )
+from cogworker_async.limits.settle import set_target, settle
 
 __all__ = [
     "LIMITS",
@@ -33,11 +36,15 @@ __all__ = [
     "Leaky",
     "Limit",
     "LimitKey",
+    "Points",
     "Window",
     "bucket",
     "check_limits",
     "concurrency",
     "leaky",
     "payload_fields",
+    "points",
+    "set_target",
+    "settle",
     "window",
 ]

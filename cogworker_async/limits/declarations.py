@@ -12,6 +12,7 @@ in ``"limit_slots"``: the slots the job holds while it runs (the hold
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -134,8 +135,46 @@ class Leaky:
         return [self.kind, key, self.rate, self.per_seconds]
 
 
-Limit = Concurrency | Window | Bucket | Leaky
-LIMIT_TYPES = (Concurrency, Window, Bucket, Leaky)
+Cost = float | Callable[..., Any]
+"""A points limit's cost estimate: a number, or a function of the job's arguments."""
+
+
+def check_cost(cost: object, points: int, where: str) -> float:
+    """A resolved cost: a number above 0, at most ``points``; else a one-line error."""
+    if isinstance(cost, bool) or not isinstance(cost, int | float):
+        raise TypeError(f"{where}: a cost must be a number, got {type(cost).__name__}")
+    if not math.isfinite(cost) or cost <= 0 or cost > points:
+        raise ValueError(f"{where}: a cost must be above 0 and at most {points}, got {cost}")
+    return float(cost)
+
+
+@dataclass(frozen=True, slots=True)
+class Points:
+    """A budget of ``points`` per ``per_seconds`` (refilled continuously): a job
+    takes its ``cost`` (an estimate) to start, and may settle its real cost from
+    its handler (``await limits.settle(key, real)``)."""
+
+    key: LimitKey
+    points: int
+    per_seconds: float
+    cost: Cost = 1
+    kind = "points"
+
+    def __post_init__(self) -> None:
+        _check_key(self.key)
+        _check_count(self.points, "a points limit's points")
+        check_duration(self.per_seconds, "a points limit's per_seconds")
+        if self.per_seconds / self.points < 0.000001:
+            raise ValueError("a points limit refills at most 1,000,000 points a second")
+        if not callable(self.cost):
+            check_cost(self.cost, self.points, "limits.points")
+
+    def wire(self, key: str, cost: float = 1.0) -> list[Any]:
+        return [self.kind, key, self.points, self.per_seconds, cost]
+
+
+Limit = Concurrency | Window | Bucket | Leaky | Points
+LIMIT_TYPES = (Concurrency, Window, Bucket, Leaky, Points)
 
 
 def concurrency(key: LimitKey, limit: int) -> Concurrency:
@@ -166,6 +205,14 @@ def leaky(key: LimitKey, rate: int, per_seconds: float) -> Leaky:
     return Leaky(key, rate, per_seconds)
 
 
+def points(key: LimitKey, points: int, per_seconds: float, cost: Cost = 1) -> Points:
+    """A budget of ``points`` per ``per_seconds`` for ``key``: a job takes ``cost``
+    (a number, or a function of its arguments: an estimate) to start, and is
+    held until the budget has that much; its handler may settle the real cost
+    with ``await limits.settle(key, real)``."""
+    return Points(key, points, per_seconds, cost)
+
+
 def check_limits(limits: object) -> None:
     """Refuse anything but a list or tuple of declared limits."""
     if limits is None:
@@ -177,7 +224,7 @@ def check_limits(limits: object) -> None:
     for limit in limits:
         if not isinstance(limit, LIMIT_TYPES):
             raise TypeError(
-                f"limits must hold limits (limits.concurrency/window/bucket/leaky(...)), "
+                f"limits must hold limits (limits.concurrency/window/bucket/leaky/points(...)), "
                 f"got {limit!r}"
             )
 
@@ -195,6 +242,19 @@ def resolve_key(limit: Limit, args: Sequence[Any], kwargs: Mapping[str, Any]) ->
     return check_key_text(value, f"the limit key function {limit.key!r}")
 
 
+def _resolve_cost(limit: Points, args: Sequence[Any], kwargs: Mapping[str, Any]) -> float:
+    if not callable(limit.cost):
+        return float(limit.cost)
+    try:
+        value = limit.cost(*args, **kwargs)
+    except Exception as exc:  # why: the user's function; its error, named
+        raise ValueError(
+            f"the cost function {limit.cost!r} failed on these arguments: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    return check_cost(value, limit.points, f"the cost function {limit.cost!r}")
+
+
 def payload_fields(
     limits: Iterable[Limit], args: Sequence[Any], kwargs: Mapping[str, Any]
 ) -> dict[str, Any]:
@@ -204,6 +264,9 @@ def payload_fields(
     slots: list[str] = []
     for limit in limits:
         key = resolve_key(limit, args, kwargs)
+        if isinstance(limit, Points):
+            wire.append(limit.wire(key, _resolve_cost(limit, args, kwargs)))
+            continue
         wire.append(limit.wire(key))
         if isinstance(limit, Concurrency) and key not in slots:
             slots.append(key)

@@ -91,3 +91,16 @@ async def set_limit(redis: Redis, keys: Keys, key: str, value: str | None) -> bo
         [keys.limits_prefix, key, "clear" if value is None else "set", value or ""],
     )
     return bool(reply)
+
+
+async def settle_points(
+    redis: Redis, keys: Keys, key: str, *, give_back: float, points: int, interval_ms: float
+) -> float:
+    """Give ``give_back`` points (the estimate less the real cost; negative takes
+    more) back to points limit ``key`` (``settle_points.lua``); its points after."""
+    reply = await script("settle_points").run(
+        redis,
+        [keys.limit_due],
+        [keys.limits_prefix, key, repr(give_back), points, repr(interval_ms)],
+    )
+    return float(reply)

@@ -66,6 +66,7 @@ TYPED: dict[str, ExpectedType] = {
     "limit_pause": "string",
     "limit_bucket": "hash",
     "limit_leaky": "string",
+    "limit_points": "hash",
     "limit_due": "zset",
     "limit_windows": "hash",
 }
@@ -122,6 +123,7 @@ _PREFIXED = (
     "limit_pause",
     "limit_bucket",
     "limit_leaky",
+    "limit_points",
 )
 _HOLE = "\x00"
 

@@ -25,6 +25,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
+from cogworker_async import limits
 from cogworker_async.jobs import JobRegistry, JobSpec
 from cogworker_async.keys import Keys
 from cogworker_async.middleware import ServerMiddleware
@@ -217,6 +218,7 @@ class Worker(PartsView):
                 reliable=self._reliable,
                 job_types=len(self.registry),
             )
+            limits.set_target(redis, self.keys)  # inherited by every processor task
             async with anyio.create_task_group() as duties:
                 duties.start_soon(parts.fetcher.batch_loop)
                 duties.start_soon(parts.fetcher.block_loop)

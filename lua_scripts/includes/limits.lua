@@ -84,7 +84,8 @@ end
 -- a window's period (ms), a bucket's or a leaky bucket's interval between two
 -- tokens (ms), 0 for concurrency; nil for a kind it does not know.
 local function spec_of(kind, n, x)
-  if kind == "concurrency" or kind == "window" or kind == "bucket" or kind == "leaky" then
+  if kind == "concurrency" or kind == "window" or kind == "bucket" or kind == "leaky"
+      or kind == "points" then
     return kind .. " " .. n .. " " .. string.format("%.17g", x or 0)
   end
   return nil
@@ -94,13 +95,38 @@ end
 -- bucket of `cap` tokens, one more every interval_ms (the hash
 -- <prefix>~bucket:<name>: t = tokens, at = ms of the last take; full when
 -- absent). The tokens now (a float).
-local function bucket_tokens(prefix, name, cap, interval_ms, now)
-  local state = redis.call("HMGET", prefix .. "~bucket:" .. name, "t", "at")
+local function tokens_at(key, cap, interval_ms, now)
+  local state = redis.call("HMGET", key, "t", "at")
   local t, at = tonumber(state[1]), tonumber(state[2])
   if not t or not at then
     return cap
   end
   return math.min(cap, t + math.max(0, now - at) / interval_ms)
+end
+
+local function bucket_tokens(prefix, name, cap, interval_ms, now)
+  return tokens_at(prefix .. "~bucket:" .. name, cap, interval_ms, now)
+end
+
+-- points_tokens(prefix, name, cap, interval_ms, now): kind "points" [.., points,
+-- per_seconds, cost]: a bucket of `points` (<prefix>~points:<name>, as a
+-- token bucket's, but a start takes its cost and a settlement gives back or
+-- takes more: it may go below 0).
+local function points_tokens(prefix, name, cap, interval_ms, now)
+  return tokens_at(prefix .. "~points:" .. name, cap, interval_ms, now)
+end
+
+-- cost_of(job, name): the cost a raw job's points limit `name` names (1 if none).
+local function cost_of(job, name)
+  local ok, decoded = pcall(cjson.decode, job)
+  if ok and type(decoded) == "table" and type(decoded["limits"]) == "table" then
+    for _, limit in ipairs(decoded["limits"]) do
+      if type(limit) == "table" and limit[1] == "points" and limit[2] == name then
+        return tonumber(limit[5]) or 1
+      end
+    end
+  end
+  return 1
 end
 
 -- leaky_at(prefix, name): kind "leaky" (GCRA, no burst): the ms at which the
@@ -165,7 +191,22 @@ local function check_job(job, prefix)
               spec_of(kind, n, interval))
             return false
           end
-          takes[#takes + 1] = {"bucket", name, tokens - 1, math.ceil(n * interval) + 1000}
+          takes[#takes + 1] = {
+            prefix .. "~bucket:" .. name, tokens - 1, math.ceil(n * interval) + 1000}
+        end
+      elseif kind == "points" then
+        local cost = tonumber(limit[5]) or 1
+        if period_ms > 0 and cost > 0 then
+          local interval = period_ms / n
+          now = now or now_ms()
+          local tokens = points_tokens(prefix, name, n, interval, now)
+          if tokens < cost then
+            park(prefix, name, job, now + math.ceil((cost - tokens) * interval),
+              spec_of(kind, n, interval))
+            return false
+          end
+          takes[#takes + 1] = {prefix .. "~points:" .. name, tokens - cost,
+            math.ceil((n - tokens + cost) * interval) + 1000}
         end
       elseif kind == "leaky" then
         -- [.., rate, per_seconds]: one start every per_seconds * 1000 / rate ms.
@@ -178,6 +219,7 @@ local function check_job(job, prefix)
             return false
           end
           takes[#takes + 1] = {"leaky", name, math.max(at or now, now) + interval, interval}
+          takes[#takes].leaky = true
         end
       end
     end
@@ -190,10 +232,9 @@ local function check_job(job, prefix)
     redis.call("PEXPIRE", start[1], start[2])
   end
   for _, take in ipairs(takes) do
-    if take[1] == "bucket" then
-      local key = prefix .. "~bucket:" .. take[2]
-      redis.call("HSET", key, "t", string.format("%.6f", take[3]), "at", now)
-      redis.call("PEXPIRE", key, take[4])
+    if not take.leaky then
+      redis.call("HSET", take[1], "t", string.format("%.6f", take[2]), "at", now)
+      redis.call("PEXPIRE", take[1], take[3])
     else
       redis.call("SET", prefix .. "~leaky:" .. take[2], string.format("%.3f", take[3]),
         "PX", math.ceil(take[3] - now + take[4]))

@@ -90,7 +90,22 @@ async def calls_api(tag: str) -> None:
         raise limits.BackOff("api", 1.0)  # a 429 with Retry-After: 1
 
 
+settled: list[Any] = []
+
+
+@job(name="lim.points", limits=[limits.points("api", 10, 100, cost=lambda rows: rows)])
+async def costly(rows: int) -> None:
+    starts.append(f"p{rows}")
+    settled.append(await limits.settle("api", 1))  # it cost 1, not `rows`
+    for bad in (lambda: limits.settle("api", 1), lambda: limits.settle("other", 1)):
+        try:
+            await bad()
+        except (RuntimeError, ValueError) as exc:
+            settled.append(str(exc))
+
+
 ALL: list[JobFunction[Any, Any]] = [
+    costly,
     global_two,
     per_account,
     failing,
@@ -108,6 +123,7 @@ def _clear() -> None:
     starts.clear()
     start_times.clear()
     tries.clear()
+    settled.clear()
 
 
 async def _nothing_held(redis: Redis, keys: Keys, *names: str) -> bool:
@@ -263,6 +279,26 @@ async def test_a_bucket_and_a_smooth_rate_both_hold(
     at = start_times
     assert at[-1] - at[0] > 0.8, at
     assert await redis.get(keys.stats_failed) is None
+
+
+async def test_points_settle_the_real_cost_from_the_handler(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
+    """A budget of 10 points per 100 s (0.1 a second): 8 points estimated, 1 spent,
+    so a second job of 8 starts at once instead of in 60 s."""
+    async with Client(settings) as client:
+        await client.enqueue(costly, 8)
+        async with Worker(settings, jobs=ALL):
+            await wait_for(lambda: _started("p8"))
+            await client.enqueue(costly, 7)
+            await wait_for(lambda: _started("p7"), timeout=20)
+            await wait_for(lambda: _count(settled, 6), timeout=20)
+    first, twice, other = settled[:3]
+    assert 9 <= first < 9.5  # 10 - 8 + 7 given back
+    assert twice == "the cost of 'api' was settled already in this run"
+    assert other == "this job has no points limit 'other'"
+    with pytest.raises(RuntimeError, match="outside a running job"):
+        await limits.settle("api", 1)
 
 
 async def _count(book: list[str], n: int) -> bool:

@@ -304,3 +304,45 @@ async def test_a_leaky_bucket_spaces_starts_evenly(redis: Redis, keys: Keys) -> 
 async def _now_ms(redis: Redis) -> float:
     seconds, micros = await redis.time()
     return seconds * 1000 + micros / 1000
+
+
+def pointed(jid: str, cost: float, points: int = 10, per: float = 10) -> bytes:
+    return make_job(jid=jid, limits=[["points", "p", points, per, cost]])
+
+
+async def test_points_are_taken_by_cost_and_held_jobs_wait_for_theirs(
+    redis: Redis, keys: Keys
+) -> None:
+    jobs = [pointed("p0", 6), pointed("p1", 3), pointed("p2", 4), pointed("p3", 1)]
+    await enqueue(redis, keys, "default", *jobs)
+    # 10 points: 6 + 3 start; 4 is more than the 1 left: held, and the 1 after
+    # it is held too only if it comes to its turn (a queue is served in order).
+    assert await take(redis, keys) == [jobs[0], jobs[1], jobs[3]]
+    assert await redis.lrange(keys.limit_parked("p"), 0, -1) == [jobs[2]]
+    assert await redis.hget(keys.limit_windows, "p") == b"points 10 1000"
+    next_in = await limits_store.limits_due(redis, keys)  # 4 points in 4 s (1 a second)
+    assert next_in is not None
+    assert 2.5 < next_in <= 4
+    # A run cost 2 less than its estimate: given back, the held job's 4 are there.
+    left = await limits_store.settle_points(
+        redis, keys, "p", give_back=4, points=10, interval_ms=1000
+    )
+    assert 4 <= left < 4.5
+    assert await limits_store.limits_due(redis, keys) is None
+    assert await take(redis, keys) == [jobs[2]]
+
+
+async def test_a_real_cost_above_the_estimate_takes_the_budget_below_zero(
+    redis: Redis, keys: Keys
+) -> None:
+    await enqueue(redis, keys, "default", pointed("p0", 10), pointed("p1", 1))
+    assert len(await take(redis, keys)) == 1
+    left = await limits_store.settle_points(
+        redis, keys, "p", give_back=-5, points=10, interval_ms=1000
+    )
+    assert -5.5 < left <= -4.9
+    await redis.zadd(keys.limit_due, {"p": 0})  # its due, come: not yet in
+    next_in = await limits_store.limits_due(redis, keys)  # 1 point needs ~6 s now
+    assert next_in is not None
+    assert 5 < next_in <= 6.1
+    assert await redis.llen(keys.limit_parked("p")) == 1

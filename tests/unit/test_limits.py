@@ -29,6 +29,10 @@ def test_a_key_function_is_resolved_on_the_jobs_arguments() -> None:
     assert payload_fields([limits.window(lambda a: a, 100, 60)], ("x",), {}) == {
         "limits": [["window", "x", 100, 60]]
     }
+    costed = limits.points("api", 100, 60, cost=lambda rows: rows / 10)
+    assert payload_fields([costed], (50,), {}) == {"limits": [["points", "api", 100, 60, 5.0]]}
+    with pytest.raises(ValueError, match="at most 100"):
+        payload_fields([costed], (5000,), {})
     both = [limits.bucket("b", 10, 2.5), limits.leaky("l", 5, 1)]
     assert payload_fields(both, (), {}) == {
         "limits": [["bucket", "b", 10, 2.5], ["leaky", "l", 5, 1]]
@@ -56,6 +60,11 @@ def test_a_key_function_is_resolved_on_the_jobs_arguments() -> None:
         (lambda: limits.leaky("k", 0, 1), ValueError, "rate must be >= 1"),
         (lambda: limits.leaky("k", 5, -1), ValueError, "per_seconds must be a finite"),
         (lambda: limits.leaky("k", 10_000, 1), ValueError, "at least 0.001 s"),
+        (lambda: limits.points("k", 0, 60), ValueError, "points must be >= 1"),
+        (lambda: limits.points("k", 10, 0), ValueError, "per_seconds must be a finite"),
+        (lambda: limits.points("k", 10, 60, cost=11), ValueError, "at most 10"),
+        (lambda: limits.points("k", 10, 60, cost=0), ValueError, "above 0"),
+        (lambda: limits.points("k", 10, 60, cost="1"), TypeError, "a cost must be a number"),
     ],
 )
 def test_a_bad_declaration_is_refused_when_made(make: Any, error: type, words: str) -> None:
