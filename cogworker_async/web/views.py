@@ -219,6 +219,22 @@ async def locks(request: Request) -> Response:
     )
 
 
+LIMITS_SHOWN = 500  # keys a page shows (`limits list` has them all)
+
+
+async def limits(request: Request) -> Response:
+    """The limit keys in use: running, held, run-time limit, pause left."""
+    ui = ui_of(request)
+    rows = await api.list_limits(redis_of(request), ui.keys)
+    return render(
+        request,
+        "limits.html",
+        rows=rows[:LIMITS_SHOWN],
+        more=len(rows) - LIMITS_SHOWN,
+        page="limits",
+    )
+
+
 METRICS_MINUTES = 60  # the default, as `stats --history`
 # Up to every minute kept: settled minutes come parsed from the app's cache
 # (web/minute_cache.py), so 240 busy minutes of 50 job names cost a read of the
@@ -354,6 +370,7 @@ def routes() -> list[BaseRoute]:
         Route("/queues/{name}", queue),
         Route("/periodic", periodic),
         Route("/locks", locks),
+        Route("/limits", limits),
         Route("/quarantine", quarantine),
         Route("/metrics", metrics_page),
         Route("/metrics/job", job_metrics_page),

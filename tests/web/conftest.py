@@ -36,6 +36,7 @@ PAGES = [
     "/retries?q=script",
     "/periodic",
     "/locks",
+    "/limits",
     "/quarantine",
     "/metrics",
     "/metrics?minutes=240",

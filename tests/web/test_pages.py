@@ -175,3 +175,17 @@ def test_a_search_stops_at_its_bound_and_goes_on_from_more(
         path = unescape(more.group(1)) if more else ""
     assert found
     assert requests > 1  # the bound split the scan; "more" went on where it stopped
+
+
+def test_the_limits_page_shows_each_key_escaped(
+    client: TestClient, sync_client: sync_redis.Redis, keys: Keys
+) -> None:
+    sync_client.sadd(keys.limit_slots("acct:<b>"), "j1", "j2")
+    sync_client.lpush(keys.limit_parked("acct:<b>"), b"{}")
+    sync_client.hset(keys.limit_config, "api", "100 60000")
+    sync_client.set(keys.limit_pause("api"), "1", px=90_000)
+    page = client.get("/limits").text
+    assert '<td class="mono">acct:&lt;b&gt;</td><td>2</td><td>1</td>' in page
+    assert "<td>100 per 60 s</td>" in page
+    assert "acct:<b>" not in page
+    assert 'href="/limits"' in client.get("/").text  # in the navigation
