@@ -3,7 +3,8 @@
 Read on each scrape (``RedisCollector``) in two pipelined round trips, with a
 client that gives up after a short timeout: queue sizes, latency and paused
 flags, the retry, dead and schedule sets, parked repeat orphans, live
-processes and their busy processors, and the recovery counters. Bad data
+processes and their busy processors, and the recovery counters; then the
+limits in use (a bounded SCAN: ``observability/limit_gauges.py``). Bad data
 never fails a scrape: a key of the wrong type reads as empty, a corrupt
 counter or presence record as 0. An outage gives ``cogworker_redis_up 0``.
 """
@@ -23,6 +24,7 @@ from prometheus_client.registry import Collector
 
 from cogworker_async.keys import Keys
 from cogworker_async.observability.history import MinuteCounts, minute_of, parse_minute
+from cogworker_async.observability.limit_gauges import LimitCounts, limit_families, read_limits
 from cogworker_async.settings import Settings
 from cogworker_async.store.connection import connect_sync
 from cogworker_async.store.faults import is_outage
@@ -96,6 +98,8 @@ class Snapshot:
     counters: dict[str, int] = field(default_factory=dict)
     # The metrics history's last complete minute (empty with history off).
     last_minute: MinuteCounts = field(default_factory=lambda: MinuteCounts(0, 0, {}))
+    # The limits in use (observability/limit_gauges.py).
+    limits: LimitCounts = field(default_factory=LimitCounts)
 
 
 def read_snapshot(client: redis.Redis, keys: Keys) -> Snapshot:
@@ -126,6 +130,7 @@ def read_snapshot(client: redis.Redis, keys: Keys) -> Snapshot:
     sizes = ("scheduled_size", "retry_size", "dead_size", "parked_size")
     for name, reply in zip(sizes, first[3:7], strict=True):
         snapshot.gauges[name] = _count(reply)
+    snapshot.limits = read_limits(client, keys)
     if not names and not identities:
         return snapshot
     with client.pipeline(transaction=False) as pipe:
@@ -205,6 +210,7 @@ class RedisCollector(Collector):
                 counter.add_metric([], snapshot.counters[name])
             yield counter
         yield from _last_minute(snapshot.last_minute if snapshot else None)
+        yield from limit_families(snapshot.limits if snapshot else None)
 
 
 LAST_MINUTE = {

@@ -290,3 +290,41 @@ def test_metrics_port_mistakes_are_one_line_errors(settings: Settings) -> None:
     assert no_otel.returncode == 2
     assert "--otel needs the otel extra" in no_otel.stderr
     assert "Traceback" not in no_otel.stderr
+
+
+def test_the_limits_in_use_per_key_and_in_all(
+    sync_client: sync_redis.Redis, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from cogworker_async.observability import limit_gauges
+    from cogworker_async.observability.redis_snapshot import RedisCollector
+
+    # The session's server holds every test's keys: the SCAN may take more calls.
+    monkeypatch.setattr(limit_gauges, "SCAN_CALLS", 100_000)
+    sync_client.sadd(keys.limit_slots("stripe"), "j1", "j2")
+    sync_client.lpush(keys.limit_parked("stripe"), "a", "b", "c")
+    sync_client.lpush(keys.limit_parked("acct:7"), "d")
+    sync_client.set(keys.limit_slots("broken"), "not a set")  # reads as 0
+    snapshot = read_snapshot(sync_client, keys)
+    assert snapshot.limits.keys == {"stripe": (2, 3), "acct:7": (0, 1), "broken": (0, 0)}
+    assert snapshot.limits.complete
+    registry = CollectorRegistry()
+    registry.register(RedisCollector(sync_client, keys))
+    text = generate_latest(registry).decode()
+    assert 'cogworker_limit_running{key="stripe"} 2.0' in text
+    assert 'cogworker_limit_held{key="stripe"} 3.0' in text
+    assert "cogworker_limits_held 4.0" in text
+    assert "cogworker_limits_complete 1.0" in text
+
+
+def test_a_scan_cut_short_says_so(
+    sync_client: sync_redis.Redis, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cogworker_async.observability import limit_gauges
+
+    monkeypatch.setattr(limit_gauges, "SCAN_CALLS", 1)
+    monkeypatch.setattr(limit_gauges, "SCAN_COUNT", 1)
+    for i in range(20):
+        sync_client.sadd(keys.limit_slots(f"k{i}"), "j")
+    assert not limit_gauges.read_limits(sync_client, keys).complete
