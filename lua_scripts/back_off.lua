@@ -14,7 +14,8 @@
 --   left (it still holds it), a periodic running lock kept
 -- Returns 1 when the job was held back, 0 when it was no longer on the list
 --   (recovery requeued it meanwhile: nothing changed), an error for a key
---   outside the limits' names or a pause of no time.
+--   outside the limits' names or a pause of no time (nothing changed), or for
+--   a held list or due mark of the wrong type (the job is back on the list).
 -- Atomic: the job leaves the list and joins the key's held jobs in one step;
 -- the pause is set before the job's slots go, so the releases let no other
 -- held job of the key in (includes/holds.lua's unpark waits for the pause).
@@ -47,5 +48,13 @@ if ok and type(decoded) == "table" and type(decoded["limits"]) == "table" then
     end
   end
 end
-park(prefix, name, raw, now_ms() + paused_for(prefix, name), spec, true)
+-- pcall: a held list or due mark of the wrong type must not lose the job (a
+-- script's writes stay when it fails): it goes back on the list and the
+-- caller files it as the failure it was.
+if not pcall(park, prefix, name, raw, now_ms() + paused_for(prefix, name), spec, true) then
+  if ARGV[5] == "reliable" then
+    redis.call("LPUSH", KEYS[1], raw)
+  end
+  return redis.error_reply("ERR back_off: the key's held list or due mark is of the wrong type")
+end
 return 1

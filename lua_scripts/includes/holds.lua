@@ -54,16 +54,23 @@ local function unpark(prefix, name, k)
     jobs[#jobs + 1] = job
   end
   local ns = string.sub(prefix, 1, #prefix - #"limits:")
+  local moved = 0
   for i = #jobs, 1, -1 do
     local ok, decoded = pcall(cjson.decode, jobs[i])
     local queue = ok and type(decoded) == "table" and decoded["queue"] or nil
     if type(queue) ~= "string" or queue == "" then
       queue = "default"
     end
-    redis.call("RPUSH", ns .. "queue:" .. queue, jobs[i])
-    redis.pcall("ZADD", ns .. "wakeup:" .. queue, 0, "1")
+    -- A queue key of the wrong type: the job stays held, back at the tail
+    -- (its place), never popped and lost.
+    if pcall(redis.call, "RPUSH", ns .. "queue:" .. queue, jobs[i]) then
+      redis.pcall("ZADD", ns .. "wakeup:" .. queue, 0, "1")
+      moved = moved + 1
+    else
+      redis.call("RPUSH", parked, jobs[i])
+    end
   end
-  return #jobs
+  return moved
 end
 
 local function unpark_one(prefix, name)

@@ -60,7 +60,9 @@ end
 -- ending) is kept in <prefix>~due (name -> the earliest ms), with the limit's
 -- spec ("kind n period_ms") in <prefix>~windows, for limits_due.lua.
 local function park(prefix, name, job, due_ms, spec, first)
-  redis.call(first and "RPUSH" or "LPUSH", prefix .. "~parked:" .. name, job)
+  -- The job's own write last: a bookkeeping key of the wrong type fails the
+  -- call before the job is parked (admit_job then takes it as a plain job),
+  -- never after (it would be both parked and run).
   if due_ms then
     local due_key = prefix .. "~due"
     local at = tonumber(redis.call("ZSCORE", due_key, name))
@@ -71,6 +73,7 @@ local function park(prefix, name, job, due_ms, spec, first)
       redis.call("HSET", prefix .. "~windows", name, spec)
     end
   end
+  redis.call(first and "RPUSH" or "LPUSH", prefix .. "~parked:" .. name, job)
 end
 
 -- paused_for(prefix, name): the ms left of a pause of key `name`

@@ -346,3 +346,40 @@ async def test_a_real_cost_above_the_estimate_takes_the_budget_below_zero(
     assert next_in is not None
     assert 5 < next_in <= 6.1
     assert await redis.llen(keys.limit_parked("p")) == 1
+
+
+async def test_a_wrong_typed_due_key_never_parks_a_job_it_runs(redis: Redis, keys: Keys) -> None:
+    await redis.set(keys.limit_due, "not a sorted set")
+    jobs = [windowed(f"w{i}", "w", 1, 60) for i in range(2)]
+    await enqueue(redis, keys, "default", *jobs)
+    # The second is over its window, but its due can't be written: taken as a
+    # plain job rather than both held and run.
+    assert await take(redis, keys) == jobs
+    assert not await redis.exists(keys.limit_parked("w"))
+
+
+async def test_a_back_off_onto_a_wrong_typed_list_loses_nothing(redis: Redis, keys: Keys) -> None:
+    await redis.set(keys.limit_parked("k"), "not a list")
+    job = limited("j0", "k")
+    await redis.lpush(keys.in_progress(ME), job)
+    with pytest.raises(ResponseError, match="wrong type"):
+        await limits_store.back_off(
+            redis, keys, identity=ME, job=job, key="k", seconds=5, reliable=True
+        )
+    assert await redis.lrange(keys.in_progress(ME), 0, -1) == [job]  # filed by the caller
+
+
+async def test_a_release_into_a_wrong_typed_queue_keeps_the_job_held(
+    redis: Redis, keys: Keys
+) -> None:
+    jobs = [limited(f"j{i}", "k", queue="odd") for i in range(3)]
+    await enqueue(redis, keys, "odd", *jobs)
+    got = await commands.fetch(
+        redis, keys, identity=ME, queues=["odd"], want=10, acks=[], reliable=True
+    )
+    assert got.jobs == [jobs[0]]
+    await redis.delete(keys.queue("odd"))
+    await redis.set(keys.queue("odd"), "not a list")
+    await settle_payload(redis, keys, jobs[0], Event.ACK, started=True)
+    assert await redis.scard(keys.limit_slots("k")) == 0  # released all the same
+    assert await redis.lrange(keys.limit_parked("k"), 0, -1) == [jobs[2], jobs[1]]
