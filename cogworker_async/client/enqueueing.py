@@ -38,6 +38,8 @@ from cogworker_async.store.scripts import script
 from cogworker_async.timing import check_duration
 from cogworker_async.unique.lock import check_lock_key, unique_field
 
+LIMITS_MARK_EVERY = 10.0  # s between a client's "limits are in use" (one SET)
+
 # Set (only) on what ``_enqueue`` returns for a unique duplicate: the holder's jid.
 _HOLDER = "__duplicate_of__"
 
@@ -93,14 +95,17 @@ class Enqueueing(AskingAboutJobs):
     """``enqueue``, ``enqueue_by_name`` and ``enqueue_many`` (their handles ask
     through ``AskingAboutJobs``)."""
 
-    _limits_marked = False  # this client said limits are in use (once)
+    _limits_marked = -LIMITS_MARK_EVERY  # when this client last said limits are in use
 
     async def _mark_limits(self) -> None:
         """Say limits are in use before this client's first job with limits is
-        written (the fetch checks jobs for them only then)."""
-        if not self._limits_marked:
+        written (the fetch checks jobs for them only then), and again every
+        ``LIMITS_MARK_EVERY`` s: a Redis that lost its data (no persistence)
+        lets this client's limited jobs run unchecked that long at most."""
+        now = time.monotonic()
+        if now - self._limits_marked >= LIMITS_MARK_EVERY:
             await mark_limits_used(self.redis, self.keys)
-            self._limits_marked = True
+            self._limits_marked = now
 
     async def _build(
         self, target: Target, args: Sequence[Any], kwargs: Mapping[str, Any], now: float

@@ -346,3 +346,18 @@ async def test_jobs_of_other_keys_behind_many_held_ones_are_not_blocked(
             gates["h0"].set()
             await wait_for(lambda: _count(ended, 201), timeout=60)
     assert [t for t in starts if t.startswith("h")] == [f"h{i}" for i in range(200)]
+
+
+async def test_a_client_says_limits_are_in_use_again_after_redis_lost_it(
+    settings: Settings, redis: Redis, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cogworker_async.client import enqueueing
+
+    monkeypatch.setattr(enqueueing, "LIMITS_MARK_EVERY", 0.2)
+    async with Client(settings) as client:
+        await client.enqueue(global_two, "m0")
+        assert await redis.get(keys.limits_used) == b"1"
+        await redis.delete(keys.limits_used)  # a restart without persistence
+        await asyncio.sleep(0.3)
+        await client.enqueue_many(global_two, [("m1",)])
+        assert await redis.get(keys.limits_used) == b"1"
