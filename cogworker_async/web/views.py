@@ -14,7 +14,7 @@ from starlette.routing import BaseRoute, Route
 from cogworker_async import api
 from cogworker_async.settings import check_queue_name
 from cogworker_async.store.faults import is_wrong_type
-from cogworker_async.web import metrics, params, reads
+from cogworker_async.web import feed, metrics, params, reads
 from cogworker_async.web.charts import line_chart
 from cogworker_async.web.pages import redis_of, render, ui_of
 
@@ -69,6 +69,7 @@ async def stats_json(request: Request) -> Response:
             "processes": stats.processes,
             "busy": reads.busy_count(procs),
             "enqueued": sum(q.size for q in stats.queues),
+            "queues": feed.queue_rows(request, stats.queues),
             "today": {
                 "day": today.days[-1],
                 "processed": today.processed[-1],
