@@ -11,11 +11,24 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+import orjson
 from starlette.requests import Request
+from starlette.responses import JSONResponse
 
 from cogworker_async.api import QueueInfo
 from cogworker_async.web.filters import duration, short, valid_queue
 from cogworker_async.web.pages import segment, url
+
+_HTML_SAFE = {ord("<"): "\\u003c", ord(">"): "\\u003e", ord("&"): "\\u0026"}
+
+
+class FeedResponse(JSONResponse):
+    """JSON with ``<``, ``>`` and ``&`` written as ``\\u`` escapes (the same JSON once
+    parsed): a name like ``<script>`` is never markup in the body, even to a client
+    that sniffs it as HTML."""
+
+    def render(self, content: Any) -> bytes:
+        return orjson.dumps(content).decode().translate(_HTML_SAFE).encode()
 
 
 def queue_rows(request: Request, queues: Iterable[QueueInfo]) -> list[dict[str, Any]]:

@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 from redis.exceptions import ResponseError
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from cogworker_async import api
@@ -58,7 +58,7 @@ async def stats_json(request: Request) -> Response:
     stats = await api.stats(redis, ui.keys)
     procs = await api.processes(redis, ui.keys)
     today = await reads.history(redis, ui.keys, days=1)
-    return JSONResponse(
+    return feed.FeedResponse(
         {
             "time": time.time(),
             "processed": stats.processed,

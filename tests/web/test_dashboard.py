@@ -81,7 +81,13 @@ def test_the_feed_carries_the_queue_table_as_text_and_links(
         sync_client.sadd(keys.queues, name)
         for i in range(size):
             sync_client.lpush(keys.queue(name), orjson.dumps({"jid": f"j{i}", "class": "x"}))
-    rows = {row["name"]: row for row in client.get("/stats.json").json()["queues"]}
+    answer = client.get("/stats.json")
+    assert answer.headers["content-type"] == "application/json"
+    # The body never holds markup: < > & travel as \u escapes, the same JSON parsed.
+    assert b"<" not in answer.content
+    assert b">" not in answer.content
+    assert b"\\u003cimg" in answer.content
+    rows = {row["name"]: row for row in answer.json()["queues"]}
     assert rows["mail"]["size"] == 2
     assert rows["mail"]["href"] == "/queues/mail"
     assert rows["mail"]["paused"] is False
