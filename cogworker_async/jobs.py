@@ -327,6 +327,14 @@ class JobRegistry:
         return sorted(self._by_name)
 
     @property
+    def default_queues(self) -> dict[str, list[str]]:
+        """Queue → the names of the jobs declared on it (``@job(queue=...)``), sorted."""
+        by_queue: dict[str, list[str]] = {}
+        for name in self.names:
+            by_queue.setdefault(self._by_name[name].defaults.queue, []).append(name)
+        return by_queue
+
+    @property
     def schedules(self) -> list[Entry]:
         """The periodic entries declared with ``@periodic`` on these jobs, by job name."""
         return [e for name in self.names for e in self._by_name[name].schedules]

@@ -8,13 +8,13 @@ from typing import Any
 import orjson
 from redis.exceptions import ResponseError
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from cogworker_async import api
 from cogworker_async.settings import check_queue_name
 from cogworker_async.store.faults import is_wrong_type
-from cogworker_async.web import metrics, params, reads
+from cogworker_async.web import feed, metrics, params, reads
 from cogworker_async.web.charts import line_chart
 from cogworker_async.web.pages import redis_of, render, ui_of
 
@@ -58,7 +58,7 @@ async def stats_json(request: Request) -> Response:
     stats = await api.stats(redis, ui.keys)
     procs = await api.processes(redis, ui.keys)
     today = await reads.history(redis, ui.keys, days=1)
-    return JSONResponse(
+    return feed.FeedResponse(
         {
             "time": time.time(),
             "processed": stats.processed,
@@ -69,6 +69,7 @@ async def stats_json(request: Request) -> Response:
             "processes": stats.processes,
             "busy": reads.busy_count(procs),
             "enqueued": sum(q.size for q in stats.queues),
+            "queues": feed.queue_rows(request, stats.queues),
             "today": {
                 "day": today.days[-1],
                 "processed": today.processed[-1],

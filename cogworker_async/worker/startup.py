@@ -10,7 +10,7 @@ socket timeout.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 import anyio
 from redis.asyncio import Redis
@@ -130,6 +130,26 @@ def log_started(
         "reliable" if reliable else "basic",
         job_types,
     )
+
+
+def warn_unread_queues(
+    log: logging.Logger, settings: Settings, declared: Mapping[str, list[str]]
+) -> list[str]:
+    """One WARNING naming the queues some registered jobs are declared on that
+    this worker does not read (``@job(queue="mail")`` under ``-q default``):
+    such jobs wait until some other worker reads them. The unread queues, sorted."""
+    read = {spec.name for spec in settings.queue_specs}
+    unread = sorted(queue for queue in declared if queue not in read)
+    if unread:
+        log.warning(
+            "this worker does not read queue(s) %s that its jobs are declared on (%s): "
+            "those jobs wait for a worker that does (start it with -q %s too, or set "
+            "Settings.queues / COGWORKER_QUEUES)",
+            ", ".join(unread),
+            "; ".join(f"{queue}: {', '.join(declared[queue])}" for queue in unread),
+            " -q ".join(unread),
+        )
+    return unread
 
 
 def periodic_entries(given: Iterable[Entry], declared: Iterable[Entry]) -> list[Entry]:

@@ -217,6 +217,7 @@ class Worker(PartsView):
                 reliable=self._reliable,
                 job_types=len(self.registry),
             )
+            startup.warn_unread_queues(self.log, settings, self.registry.default_queues)
             async with anyio.create_task_group() as duties:
                 duties.start_soon(parts.fetcher.batch_loop)
                 duties.start_soon(parts.fetcher.block_loop)
