@@ -18,7 +18,7 @@ from redis.exceptions import ResponseError
 
 from cogworker_async.periodic_entry import Entry
 from cogworker_async.settings import Settings
-from cogworker_async.store.connection import server_version
+from cogworker_async.store.connection import keep_names_if_allowed, server_version
 from cogworker_async.store.faults import OutageLog, is_outage
 from cogworker_async.worker.heartbeat import Heartbeat
 from cogworker_async.worker.keyguard import KeyGuard
@@ -28,6 +28,23 @@ MIN_RELIABLE_VERSION = (6, 2)
 
 def _nothing() -> None:
     pass
+
+
+async def name_blocking_waits(redis: Redis, blocking: Redis, logger: logging.Logger) -> None:
+    """The blocking connections are named so a stop can end their wait on the server
+    (``CLIENT UNBLOCK``); a user refused ``CLIENT SETNAME`` runs them unnamed, said once.
+    An outage now is left for the fetch to meet (and report)."""
+    try:
+        named = await keep_names_if_allowed(blocking, redis)
+    except Exception as exc:
+        if is_outage(exc):
+            return
+        raise
+    if not named:
+        logger.info(
+            "Redis refused CLIENT SETNAME: the blocking waits go unnamed, and a stop waits "
+            "for them to time out (up to fetch_idle_max_interval)"
+        )
 
 
 async def resolve_reliable(

@@ -284,6 +284,7 @@ class Worker(PartsView):
                 redis, settings, self._stopping, self.log, on_outage=announce
             )
             if not self._stopping.is_set():
+                await startup.name_blocking_waits(redis, blocking, self.log)
                 parts = self.parts = build_parts(
                     redis,
                     blocking,
