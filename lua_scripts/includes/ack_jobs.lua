@@ -20,8 +20,9 @@
 -- in the order they were fetched, so the acks, oldest first, usually are the
 -- list's tail in order: they are compared in place (Lua compares strings by
 -- pointer) and trimmed in one LTRIM. From the first one that differs on, each
--- is removed by one LREM (searched from the tail). Either way a duplicate
--- payload loses its tail-most copy, as LREM -1 would. No table is built per
+-- is removed by one LREM (searched from the tail), or, WALK_FROM of them or
+-- more, all in one walk of the list. Either way a duplicate payload loses its
+-- tail-most copy, as LREM -1 would. No table is built per
 -- job and no substring made for a job that is not a suspect: inside a script
 -- the cost is per string Lua creates, not per byte.
 local function is_suspect(job)
@@ -51,6 +52,70 @@ local function real_suspect(job, counter_prefix)
   return false, job
 end
 
+-- From this many acks out of the list's order on, they are removed in one walk
+-- of the list (remove_in_one_walk) instead of one LREM each: an LREM scans
+-- the list from the tail, so n of them cost n scans; below it the LREMs are
+-- cheaper than reading the whole list once.
+local WALK_FROM = 24
+
+-- remove_in_one_walk(in_progress, first, from, count, missing): removes the
+-- acks ARGV[first + from .. first + count - 1] reading the list once, exactly
+-- as that many LREM -1 in ack order would: a payload acked m times loses its
+-- m tail-most copies, and an ack that finds no copy left (the later ones of
+-- a payload, as LREM would find them) goes into `missing` (1-based, in
+-- order). The list's head down to the head-most removed job stays where it
+-- is (LTRIM); the jobs kept below it are pushed back in their order (RPUSH),
+-- so every job left keeps its place relative to the others. The LTRIM is a
+-- write, so Redis lets the RPUSH after it run even out of memory: a script
+-- never stops between the two.
+local function remove_in_one_walk(in_progress, first, from, count, missing)
+  local wanted = {}
+  for i = first + from, first + count - 1 do
+    local job = ARGV[i]
+    wanted[job] = (wanted[job] or 0) + 1
+  end
+  local list = redis.call("LRANGE", in_progress, 0, -1)
+  local found = {}
+  local drop = {}
+  local top = nil -- the head-most position dropped
+  for at = #list, 1, -1 do
+    local job = list[at]
+    local need = wanted[job]
+    if need ~= nil and need > 0 then
+      wanted[job] = need - 1
+      found[job] = (found[job] or 0) + 1
+      drop[at] = true
+      top = at
+    end
+  end
+  for i = from, count - 1 do
+    local job = ARGV[first + i]
+    local left = found[job]
+    if left ~= nil and left > 0 then
+      found[job] = left - 1
+    else
+      missing[#missing + 1] = i + 1
+    end
+  end
+  if top == nil then
+    return
+  end
+  local kept = {}
+  for at = top + 1, #list do
+    if not drop[at] then
+      kept[#kept + 1] = list[at]
+    end
+  end
+  if top == 1 then
+    redis.call("DEL", in_progress)
+  else
+    redis.call("LTRIM", in_progress, 0, top - 2)
+  end
+  for at = 1, #kept, 1000 do
+    redis.call("RPUSH", in_progress, unpack(kept, at, math.min(at + 999, #kept)))
+  end
+end
+
 local function ack_jobs(in_progress, counter_prefix, first, listed)
   local count = tonumber(ARGV[first - 1])
   local missing = {}
@@ -66,9 +131,13 @@ local function ack_jobs(in_progress, counter_prefix, first, listed)
   if trimmed > 0 then
     redis.call("LTRIM", in_progress, 0, -(trimmed + 1))
   end
-  for i = trimmed, count - 1 do
-    if redis.call("LREM", in_progress, -1, ARGV[first + i]) == 0 then
-      missing[#missing + 1] = i + 1
+  if count - trimmed >= WALK_FROM then
+    remove_in_one_walk(in_progress, first, trimmed, count, missing)
+  else
+    for i = trimmed, count - 1 do
+      if redis.call("LREM", in_progress, -1, ARGV[first + i]) == 0 then
+        missing[#missing + 1] = i + 1
+      end
     end
   end
   for i = first, first + count - 1 do
