@@ -1,11 +1,14 @@
 """Ack cost by the acks' order: what Redis spends per job acknowledged.
 
 300 jobs sit on an in-progress list (as fetches leave them: the oldest at the
-tail) and are acknowledged in one ``ack.lua`` call, either in fetch order (the
-common case: the tail, compared in place and trimmed) or newest first (every
-ack out of the list's order: one LREM each before issue 26, one walk of the
-list since). Redis's own account of the calls (``INFO commandstats``, the
-``evalsha`` microseconds) over ``--calls`` calls, per job acknowledged.
+tail) and are acknowledged in one ``ack.lua`` call: in fetch order (the
+common case: the tail, compared in place and trimmed), in fetch order but
+for each pair of neighbours swapped (processors finishing a little out of
+order: from the first swap on, one LREM each before issue 26, one walk of
+the tail already read since), or newest first (one LREM each scanning the
+list, before; one walk of the whole list, since). Redis's own account of
+the calls (``INFO commandstats``, the ``evalsha`` microseconds) over
+``--calls`` calls, per job acknowledged.
 
     python bench/ack_order.py [--repeat 3] [--calls 200] [--json]
 
@@ -55,12 +58,16 @@ async def run_once(url: str, calls: int) -> dict[str, float]:
     redis = Redis.from_url(url)
     run: dict[str, float] = {}
     try:
-        for order in ("in_order", "reversed"):
+        for order in ("in_order", "swapped", "reversed"):
             spent = 0
             for _ in range(calls):
                 jobs = [_job(i) for i in range(BATCH)]
                 await redis.lpush(keys.in_progress(IDENTITY), *jobs)
-                acked = jobs if order == "in_order" else jobs[::-1]
+                acked = {
+                    "in_order": jobs,
+                    "swapped": [jobs[i + 1 - 2 * (i % 2)] for i in range(BATCH)],
+                    "reversed": jobs[::-1],
+                }[order]
                 before = await _evalsha_usec(redis)
                 missing = await commands.ack(
                     redis, keys, identity=IDENTITY, acks=[Ack(raw, "") for raw in acked]
@@ -85,6 +92,7 @@ async def bench(url: str, *, repeat: int, calls: int) -> common.Result:
     runs = await common.repeat_runs(repeat, once, "ack-order")
     metrics = [
         ("in_order_us_per_job", "evalsha, acks in fetch order", "µs/job"),
+        ("swapped_us_per_job", "evalsha, neighbours swapped", "µs/job"),
         ("reversed_us_per_job", "evalsha, acks newest first", "µs/job"),
     ]
     return common.collect("ack-order", title, {"batch": BATCH, "calls": calls}, runs, metrics)

@@ -21,10 +21,10 @@
 -- list's tail in order: they are compared in place (Lua compares strings by
 -- pointer) and trimmed in one LTRIM. From the first one that differs on, each
 -- is removed by one LREM (searched from the tail), or, WALK_FROM of them or
--- more, all in one walk of the list. Either way a duplicate payload loses its
--- tail-most copy, as LREM -1 would. No table is built per
--- job and no substring made for a job that is not a suspect: inside a script
--- the cost is per string Lua creates, not per byte.
+-- more, all in one walk of the list (of the tail already read, when they are
+-- all there). Either way a duplicate payload loses its tail-most copy, as
+-- LREM -1 would. No substring is made for a job that is not a suspect:
+-- inside a script the cost is per string Lua creates, not per byte.
 local function is_suspect(job)
   -- byte 3 of '{"suspect":' is "s" (115); a plain payload rarely has it there.
   return string.byte(job, 3) == 115 and string.sub(job, 1, 11) == '{"suspect":'
@@ -53,40 +53,75 @@ local function real_suspect(job, counter_prefix)
 end
 
 -- From this many acks out of the list's order on, they are removed in one walk
--- of the list (remove_in_one_walk) instead of one LREM each: an LREM scans
--- the list from the tail, so n of them cost n scans; below it the LREMs are
--- cheaper than reading the whole list once.
+-- of the list (remove_in_one_walk) instead of one LREM each: every LREM is a
+-- command (the per-command cost is most of what a script pays) and scans the
+-- list from the tail; below it a few LREMs cost less than the walk's tables.
+-- (300 acks, each pair of neighbours swapped: 2.2 -> 1.5 µs a job of Redis;
+-- newest first: 6-12 -> 1.6-2.5; bench/ack_order.py, BENCHMARKS.md.)
 local WALK_FROM = 24
 
--- remove_in_one_walk(in_progress, first, from, count, missing): removes the
--- acks ARGV[first + from .. first + count - 1] reading the list once, exactly
--- as that many LREM -1 in ack order would: a payload acked m times loses its
--- m tail-most copies, and an ack that finds no copy left (the later ones of
--- a payload, as LREM would find them) goes into `missing` (1-based, in
--- order). The list's head down to the head-most removed job stays where it
--- is (LTRIM); the jobs kept below it are pushed back in their order (RPUSH),
--- so every job left keeps its place relative to the others. The LTRIM is a
--- write, so Redis lets the RPUSH after it run even out of memory: a script
--- never stops between the two.
-local function remove_in_one_walk(in_progress, first, from, count, missing)
-  local wanted = {}
-  for i = first + from, first + count - 1 do
-    local job = ARGV[i]
-    wanted[job] = (wanted[job] or 0) + 1
-  end
-  local list = redis.call("LRANGE", in_progress, 0, -1)
-  local found = {}
-  local drop = {}
-  local top = nil -- the head-most position dropped
-  for at = #list, 1, -1 do
-    local job = list[at]
+-- walk(jobs, from, to, wanted, found, drop): marks in `drop` the jobs[to ..
+-- from] (walked from `from` down, the tail-most first) still wanted, as many
+-- times as each is wanted. Returns how many it marked.
+local function walk(jobs, from, to, wanted, found, drop)
+  local marked = 0
+  for at = from, to, -1 do
+    local job = jobs[at]
     local need = wanted[job]
     if need ~= nil and need > 0 then
       wanted[job] = need - 1
       found[job] = (found[job] or 0) + 1
       drop[at] = true
-      top = at
+      marked = marked + 1
     end
+  end
+  return marked
+end
+
+-- rewrite(in_progress, jobs, size, top, drop, below, after): the list ends
+-- with jobs[1 .. size] and then `below` more jobs, of which `after` are kept
+-- (a table, maybe empty). It keeps its head down to jobs[top - 1] in place (LTRIM: an end
+-- before the start removes them all) and gets the jobs below that which are
+-- not dropped pushed back in their order (RPUSH).
+local function rewrite(in_progress, jobs, size, top, drop, below, after)
+  local kept = {}
+  for at = top + 1, size do
+    if not drop[at] then
+      kept[#kept + 1] = jobs[at]
+    end
+  end
+  for _, job in ipairs(after) do
+    kept[#kept + 1] = job
+  end
+  redis.call("LTRIM", in_progress, 0, top - size - below - 2)
+  for at = 1, #kept, 1000 do
+    redis.call("RPUSH", in_progress, unpack(kept, at, math.min(at + 999, #kept)))
+  end
+end
+
+-- remove_in_one_walk(in_progress, first, from, count, missing, tail, region):
+-- removes the acks ARGV[first + from .. first + count - 1] as that many
+-- LREM -1 in ack order would, reading each job of the list at most once: a
+-- payload acked m times loses its m tail-most copies, and an ack that finds
+-- no copy left (the later ones of a payload, as LREM would find them) goes
+-- into `missing` (1-based, in order). tail[1 .. region] is the list's tail
+-- as read already (head first): it is walked first, and the rest of the
+-- list read (one LRANGE) only when some ack was not found in it — acks a
+-- little out of order (most of them) are all there. The jobs left keep
+-- their order. The LTRIM is a write, so Redis lets the RPUSH after it run
+-- even out of memory: a script never stops between the two.
+local function remove_in_one_walk(in_progress, first, from, count, missing, tail, region)
+  local wanted = {}
+  for i = first + from, first + count - 1 do
+    local job = ARGV[i]
+    wanted[job] = (wanted[job] or 0) + 1
+  end
+  local found, drop = {}, {}
+  local marked = walk(tail, region, 1, wanted, found, drop)
+  local rest, rest_drop = {}, {}
+  if marked < count - from then
+    rest = redis.call("LRANGE", in_progress, 0, -(region + 1))
+    walk(rest, #rest, 1, wanted, found, rest_drop)
   end
   for i = from, count - 1 do
     local job = ARGV[first + i]
@@ -97,22 +132,22 @@ local function remove_in_one_walk(in_progress, first, from, count, missing)
       missing[#missing + 1] = i + 1
     end
   end
-  if top == nil then
-    return
-  end
-  local kept = {}
-  for at = top + 1, #list do
-    if not drop[at] then
-      kept[#kept + 1] = list[at]
+  for at = 1, #rest do
+    if rest_drop[at] then
+      local after = {}
+      for i = 1, region do
+        if not drop[i] then
+          after[#after + 1] = tail[i]
+        end
+      end
+      return rewrite(in_progress, rest, #rest, at, rest_drop, region, after)
     end
   end
-  if top == 1 then
-    redis.call("DEL", in_progress)
-  else
-    redis.call("LTRIM", in_progress, 0, top - 2)
-  end
-  for at = 1, #kept, 1000 do
-    redis.call("RPUSH", in_progress, unpack(kept, at, math.min(at + 999, #kept)))
+  for at = 1, region do
+    if drop[at] then
+      -- The region ends the list (tail's jobs past it were trimmed off).
+      return rewrite(in_progress, tail, region, at, drop, 0, {})
+    end
   end
 end
 
@@ -132,7 +167,7 @@ local function ack_jobs(in_progress, counter_prefix, first, listed)
     redis.call("LTRIM", in_progress, 0, -(trimmed + 1))
   end
   if count - trimmed >= WALK_FROM then
-    remove_in_one_walk(in_progress, first, trimmed, count, missing)
+    remove_in_one_walk(in_progress, first, trimmed, count, missing, tail, last - trimmed)
   else
     for i = trimmed, count - 1 do
       if redis.call("LREM", in_progress, -1, ARGV[first + i]) == 0 then

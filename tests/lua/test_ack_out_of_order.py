@@ -76,6 +76,39 @@ async def test_many_acks_out_of_order_go_in_one_walk_and_keep_the_rest_in_order(
     assert await _stats(redis, keys) == (len(acked), len(acked))
 
 
+async def _lrange_calls(redis: Redis) -> int:
+    stats = await redis.info("commandstats")
+    return int(stats.get("cmdstat_lrange", {}).get("calls", 0))
+
+
+async def test_acks_a_little_out_of_order_are_found_in_the_tail_already_read(
+    redis: Redis, keys: Keys
+) -> None:
+    jobs = [make_job("q") for _ in range(100)]
+    head_first = await _on_list(redis, keys, *jobs)
+    # The 40 oldest, each pair swapped (1, 0, 3, 2, ...): none trimmed in place,
+    # all within the tail the ack reads first, so the list is read once.
+    acked = [jobs[i + 1 - 2 * (i % 2)] for i in range(40)]
+    before = await _lrange_calls(redis), await _lrem_calls(redis)
+    assert await commands.ack(redis, keys, identity=ME, acks=[Ack(r, "") for r in acked]) == []
+    assert (await _lrange_calls(redis), await _lrem_calls(redis)) == (before[0] + 1, before[1])
+    assert await redis.lrange(keys.in_progress(ME), 0, -1) == lrem_model(head_first, acked)[0]
+    assert await redis.lrange(keys.in_progress(ME), 0, -1) == list(reversed(jobs[40:]))
+
+
+async def test_running_jobs_between_acked_ones_stay_in_order(redis: Redis, keys: Keys) -> None:
+    jobs = [make_job("q") for _ in range(60)]
+    head_first = await _on_list(redis, keys, *jobs)
+    # The oldest 40 but 2, 6, 10... (still running), newest first: those stay
+    # among the 20 newest's tail, in their order.
+    acked = [jobs[i] for i in range(39, -1, -1) if i % 4 != 2]
+    assert len(acked) == 30
+    assert await commands.ack(redis, keys, identity=ME, acks=[Ack(r, "") for r in acked]) == []
+    left = await redis.lrange(keys.in_progress(ME), 0, -1)
+    assert left == lrem_model(head_first, acked)[0]
+    assert left == [*reversed(jobs[40:]), *(jobs[i] for i in range(38, -1, -4))]
+
+
 async def test_few_acks_out_of_order_still_take_one_lrem_each(redis: Redis, keys: Keys) -> None:
     jobs = [make_job("q") for _ in range(10)]
     head_first = await _on_list(redis, keys, *jobs)
@@ -156,7 +189,29 @@ async def test_the_fetch_script_walks_too_and_still_takes_jobs(redis: Redis, key
     ]
 
 
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("seed", range(12))
+async def test_nearly_ordered_batches_match_one_lrem_per_ack(
+    redis: Redis, keys: Keys, seed: int
+) -> None:
+    # As a worker's acks come: the oldest jobs, in fetch order but for a few
+    # neighbours swapped, some still running, perhaps one gone.
+    rng = random.Random(seed)
+    oldest_first = [make_job("q") for _ in range(rng.randint(40, 150))]
+    head_first = await _on_list(redis, keys, *oldest_first)
+    done = [raw for raw in oldest_first[: rng.randint(30, 40)] if rng.random() > 0.1]
+    for _ in range(rng.randint(1, 6)):
+        at = rng.randrange(len(done) - 1)
+        done[at], done[at + 1] = done[at + 1], done[at]
+    if rng.random() < 0.5:
+        done.insert(rng.randrange(len(done)), make_job("q"))
+    acks = [Ack(r, "") for r in done]
+    missing = await commands.ack(redis, keys, identity=ME, acks=acks)
+    left, missing_at = lrem_model(head_first, done)
+    assert missing == [acks[i] for i in missing_at]
+    assert await redis.lrange(keys.in_progress(ME), 0, -1) == left
+
+
+@pytest.mark.parametrize("seed", range(12))
 async def test_random_batches_match_one_lrem_per_ack(redis: Redis, keys: Keys, seed: int) -> None:
     rng = random.Random(seed)
     pool = [make_job("q") for _ in range(60)]
