@@ -6,7 +6,9 @@ common case: the tail, compared in place and trimmed), in fetch order but
 for each pair of neighbours swapped (processors finishing a little out of
 order: from the first swap on, one LREM each before issue 26, one walk of
 the tail already read since), or newest first (one LREM each scanning the
-list, before; one walk of the whole list, since). Redis's own account of
+list, before; one walk of the whole list, since); and, "ahead", 300 more
+jobs fetched ahead above them, the last ack one of those (swapped, the walk
+reads the whole list and rewrites most of it). Redis's own account of
 the calls (``INFO commandstats``, the ``evalsha`` microseconds) over
 ``--calls`` calls, per job acknowledged.
 
@@ -58,15 +60,18 @@ async def run_once(url: str, calls: int) -> dict[str, float]:
     redis = Redis.from_url(url)
     run: dict[str, float] = {}
     try:
-        for order in ("in_order", "swapped", "reversed"):
+        for order in ("in_order", "swapped", "reversed", "ahead"):
             spent = 0
             for _ in range(calls):
                 jobs = [_job(i) for i in range(BATCH)]
-                await redis.lpush(keys.in_progress(IDENTITY), *jobs)
+                ahead = [_job(i) for i in range(BATCH)] if order == "ahead" else []
+                await redis.lpush(keys.in_progress(IDENTITY), *jobs, *ahead)
+                swapped = [jobs[i + 1 - 2 * (i % 2)] for i in range(BATCH)]
                 acked = {
                     "in_order": jobs,
-                    "swapped": [jobs[i + 1 - 2 * (i % 2)] for i in range(BATCH)],
+                    "swapped": swapped,
                     "reversed": jobs[::-1],
+                    "ahead": [*swapped[:-1], ahead[-10]] if ahead else [],
                 }[order]
                 before = await _evalsha_usec(redis)
                 missing = await commands.ack(
@@ -74,7 +79,8 @@ async def run_once(url: str, calls: int) -> dict[str, float]:
                 )
                 spent += await _evalsha_usec(redis) - before
                 assert missing == [], "every ack finds its job"
-            assert await redis.llen(keys.in_progress(IDENTITY)) == 0
+                assert await redis.llen(keys.in_progress(IDENTITY)) == len(ahead)
+                await redis.delete(keys.in_progress(IDENTITY))
             run[f"{order}_us_per_job"] = spent / (calls * BATCH)
     finally:
         await redis.aclose()
@@ -94,6 +100,7 @@ async def bench(url: str, *, repeat: int, calls: int) -> common.Result:
         ("in_order_us_per_job", "evalsha, acks in fetch order", "µs/job"),
         ("swapped_us_per_job", "evalsha, neighbours swapped", "µs/job"),
         ("reversed_us_per_job", "evalsha, acks newest first", "µs/job"),
+        ("ahead_us_per_job", "evalsha, swapped, one fetched ahead", "µs/job"),
     ]
     return common.collect("ack-order", title, {"batch": BATCH, "calls": calls}, runs, metrics)
 

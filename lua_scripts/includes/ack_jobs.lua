@@ -99,30 +99,10 @@ local function rewrite(in_progress, jobs, size, top, drop, below, after)
   end
 end
 
--- remove_in_one_walk(in_progress, first, from, count, missing, tail, region):
--- removes the acks ARGV[first + from .. first + count - 1] as that many
--- LREM -1 in ack order would, reading each job of the list at most once: a
--- payload acked m times loses its m tail-most copies, and an ack that finds
--- no copy left (the later ones of a payload, as LREM would find them) goes
--- into `missing` (1-based, in order). tail[1 .. region] is the list's tail
--- as read already (head first): it is walked first, and the rest of the
--- list read (one LRANGE) only when some ack was not found in it — acks a
--- little out of order (most of them) are all there. The jobs left keep
--- their order. The LTRIM is a write, so Redis lets the RPUSH after it run
--- even out of memory: a script never stops between the two.
-local function remove_in_one_walk(in_progress, first, from, count, missing, tail, region)
-  local wanted = {}
-  for i = first + from, first + count - 1 do
-    local job = ARGV[i]
-    wanted[job] = (wanted[job] or 0) + 1
-  end
-  local found, drop = {}, {}
-  local marked = walk(tail, region, 1, wanted, found, drop)
-  local rest, rest_drop = {}, {}
-  if marked < count - from then
-    rest = redis.call("LRANGE", in_progress, 0, -(region + 1))
-    walk(rest, #rest, 1, wanted, found, rest_drop)
-  end
+-- mark_missing(first, from, count, found, missing): which acks found their
+-- job — for a payload acked m times and found f times, its first f acks, as
+-- m LREMs in ack order would — and the rest into `missing` (1-based).
+local function mark_missing(first, from, count, found, missing)
   for i = from, count - 1 do
     local job = ARGV[first + i]
     local left = found[job]
@@ -132,6 +112,57 @@ local function remove_in_one_walk(in_progress, first, from, count, missing, tail
       missing[#missing + 1] = i + 1
     end
   end
+end
+
+-- rewrite_region(in_progress, tail, region, drop): the list's tail region
+-- (tail[1 .. region], the list's last jobs) without the dropped ones.
+local function rewrite_region(in_progress, tail, region, drop)
+  for at = 1, region do
+    if drop[at] then
+      return rewrite(in_progress, tail, region, at, drop, 0, {})
+    end
+  end
+end
+
+-- remove_in_one_walk(in_progress, first, from, count, missing, tail, region):
+-- removes the acks ARGV[first + from .. first + count - 1] as that many
+-- LREM -1 in ack order would, reading each job of the list at most once: a
+-- payload acked m times loses its m tail-most copies, and an ack that finds
+-- no copy left (the later ones of a payload, as LREM would find them) goes
+-- into `missing` (1-based, in order). tail[1 .. region] is the list's tail
+-- as read already (head first): it is walked first — acks a little out of
+-- order (most of them) are all there. Fewer than WALK_FROM acks not found in
+-- it (a job fetched later that finished early) are then looked for by one
+-- LREM each, after the region is rewritten (so a payload's copies left are
+-- all above it, where LREM -1 finds the tail-most); more, and the rest of the
+-- list is read (one LRANGE) and walked too. The jobs left keep their order.
+-- Each LTRIM is a write, so Redis lets the RPUSH after it run even out of
+-- memory: a script never stops between the two.
+local function remove_in_one_walk(in_progress, first, from, count, missing, tail, region)
+  local wanted = {}
+  for i = first + from, first + count - 1 do
+    local job = ARGV[i]
+    wanted[job] = (wanted[job] or 0) + 1
+  end
+  local found, drop = {}, {}
+  local pending = count - from - walk(tail, region, 1, wanted, found, drop)
+  if pending == 0 or pending < WALK_FROM then
+    rewrite_region(in_progress, tail, region, drop)
+    if pending > 0 then
+      for job, need in pairs(wanted) do
+        for _ = 1, need do
+          if redis.call("LREM", in_progress, -1, job) == 0 then
+            break
+          end
+          found[job] = (found[job] or 0) + 1
+        end
+      end
+    end
+    return mark_missing(first, from, count, found, missing)
+  end
+  local rest, rest_drop = redis.call("LRANGE", in_progress, 0, -(region + 1)), {}
+  walk(rest, #rest, 1, wanted, found, rest_drop)
+  mark_missing(first, from, count, found, missing)
   for at = 1, #rest do
     if rest_drop[at] then
       local after = {}
@@ -143,12 +174,7 @@ local function remove_in_one_walk(in_progress, first, from, count, missing, tail
       return rewrite(in_progress, rest, #rest, at, rest_drop, region, after)
     end
   end
-  for at = 1, region do
-    if drop[at] then
-      -- The region ends the list (tail's jobs past it were trimmed off).
-      return rewrite(in_progress, tail, region, at, drop, 0, {})
-    end
-  end
+  rewrite_region(in_progress, tail, region, drop)
 end
 
 local function ack_jobs(in_progress, counter_prefix, first, listed)

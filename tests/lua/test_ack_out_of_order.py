@@ -59,11 +59,12 @@ async def _stats(redis: Redis, keys: Keys) -> tuple[int, int]:
 async def test_many_acks_out_of_order_go_in_one_walk_and_keep_the_rest_in_order(
     redis: Redis, keys: Keys
 ) -> None:
-    jobs = [make_job("q") for _ in range(100)]
+    jobs = [make_job("q") for _ in range(150)]
     head_first = await _on_list(redis, keys, *jobs)
-    # Every other job of the oldest 80, newest first: none at the tail in order.
-    acked = [jobs[i] for i in range(78, -1, -2)]
-    assert len(acked) >= WALK_FROM
+    # Every other job of the oldest 120, newest first: none at the tail in order,
+    # half of them above the tail the ack reads first.
+    acked = [jobs[i] for i in range(118, -1, -2)]
+    assert len(acked) // 2 >= WALK_FROM
     before = await _lrem_calls(redis)
     missing = await commands.ack(
         redis, keys, identity=ME, acks=[Ack(raw, jid_of(raw)) for raw in acked]
@@ -72,7 +73,7 @@ async def test_many_acks_out_of_order_go_in_one_walk_and_keep_the_rest_in_order(
     assert await _lrem_calls(redis) == before  # one walk, not one LREM per ack
     left, _ = lrem_model(head_first, acked)
     assert await redis.lrange(keys.in_progress(ME), 0, -1) == left
-    assert len(left) == 100 - len(acked)
+    assert len(left) == 150 - len(acked)
     assert await _stats(redis, keys) == (len(acked), len(acked))
 
 
@@ -107,6 +108,20 @@ async def test_running_jobs_between_acked_ones_stay_in_order(redis: Redis, keys:
     left = await redis.lrange(keys.in_progress(ME), 0, -1)
     assert left == lrem_model(head_first, acked)[0]
     assert left == [*reversed(jobs[40:]), *(jobs[i] for i in range(38, -1, -4))]
+
+
+async def test_a_few_acks_above_the_tail_read_take_one_lrem_each(redis: Redis, keys: Keys) -> None:
+    jobs = [make_job("q") for _ in range(100)]
+    head_first = await _on_list(redis, keys, *jobs)
+    # The 40 oldest, pairs swapped, and two of the newest (fetched ahead,
+    # finished early): the tail read holds all but those two.
+    acked = [jobs[i + 1 - 2 * (i % 2)] for i in range(40)] + [jobs[95], jobs[90]]
+    before = await _lrange_calls(redis), await _lrem_calls(redis)
+    assert await commands.ack(redis, keys, identity=ME, acks=[Ack(r, "") for r in acked]) == []
+    assert (await _lrange_calls(redis), await _lrem_calls(redis)) == (before[0] + 1, before[1] + 2)
+    left = await redis.lrange(keys.in_progress(ME), 0, -1)
+    assert left == lrem_model(head_first, acked)[0]
+    assert left == [jobs[i] for i in range(99, 39, -1) if i not in (95, 90)]
 
 
 async def test_few_acks_out_of_order_still_take_one_lrem_each(redis: Redis, keys: Keys) -> None:
