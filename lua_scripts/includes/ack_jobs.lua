@@ -56,8 +56,8 @@ end
 -- of the list (remove_in_one_walk) instead of one LREM each: every LREM is a
 -- command (the per-command cost is most of what a script pays) and scans the
 -- list from the tail; below it a few LREMs cost less than the walk's tables.
--- (300 acks, each pair of neighbours swapped: 2.2 -> 1.5 µs a job of Redis;
--- newest first: 6-12 -> 1.6-2.5; bench/ack_order.py, BENCHMARKS.md.)
+-- (300 acks, each pair of neighbours swapped: 1.9-3.1 -> 1.4-2.0 µs a job of
+-- Redis; newest first: 6-12 -> 1.5-2.1; bench/ack_order.py, BENCHMARKS.md.)
 local WALK_FROM = 24
 
 -- walk(jobs, from, to, wanted, found, drop): marks in `drop` the jobs[to ..
