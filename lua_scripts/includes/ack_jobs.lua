@@ -80,9 +80,9 @@ end
 
 -- rewrite(in_progress, jobs, size, top, drop, below, after): the list ends
 -- with jobs[1 .. size] and then `below` more jobs, of which `after` are kept
--- (a table, maybe empty). It keeps its head down to jobs[top - 1] in place (LTRIM: an end
--- before the start removes them all) and gets the jobs below that which are
--- not dropped pushed back in their order (RPUSH).
+-- (a table, maybe empty). It keeps its head down to jobs[top - 1] in place
+-- (LTRIM: an end before the start removes them all) and gets the jobs below
+-- that which are not dropped pushed back in their order (RPUSH).
 local function rewrite(in_progress, jobs, size, top, drop, below, after)
   local kept = {}
   for at = top + 1, size do
@@ -146,7 +146,7 @@ local function remove_in_one_walk(in_progress, first, from, count, missing, tail
   end
   local found, drop = {}, {}
   local pending = count - from - walk(tail, region, 1, wanted, found, drop)
-  if pending == 0 or pending < WALK_FROM then
+  if pending < WALK_FROM then
     rewrite_region(in_progress, tail, region, drop)
     if pending > 0 then
       for job, need in pairs(wanted) do
