@@ -10,6 +10,7 @@ from cogworker_async.client import AbortOutcome, Client, JobHandle
 from cogworker_async.client.tracking import JobStatus
 from cogworker_async.context import JobContext, current_job, lifespan_state
 from cogworker_async.errors import (
+    BatchGone,
     CogworkerError,
     ConfigurationError,
     JobAborted,
@@ -35,6 +36,7 @@ from cogworker_async.worker.worker import Worker
 
 __all__ = [
     "AbortOutcome",
+    "BatchGone",
     "BoundJob",
     "Client",
     "CogworkerError",

@@ -31,6 +31,13 @@ class JobContext:
     payload: dict[str, Any]
 
     @property
+    def batch(self) -> str | None:
+        """The bid of the batch this job is a member of (None: none); add members to
+        it while this job runs with ``client.batch_of(current_job().batch)``."""
+        bid = self.payload.get("batch")
+        return bid if isinstance(bid, str) else None
+
+    @property
     def state(self) -> Any:
         """What the worker's lifespan yielded (``RuntimeError`` if it has none).
 

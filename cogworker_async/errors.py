@@ -14,6 +14,7 @@
     │   ├── ResultExpired       the job finished but its result's ``keep_result`` ran out
     │   └── ResultCorrupt       the result key holds what no worker wrote (named, kept)
     ├── StatusCorrupt           a status hash holds a field we cannot read (named, kept)
+    ├── BatchGone               a batch is gone or over: no member can join it
     └── JobError                recorded on a job as its ``error_class``
         ├── UnparseableJob      payload is not a JSON object with a queue
         ├── UnknownJob          no handler registered under the job's ``class``
@@ -106,6 +107,10 @@ class ResultExpired(ResultError):
 class ResultCorrupt(ResultError):
     """The job's result key holds what no worker wrote (not our JSON envelope, or
     the wrong type): the key is named and left as found, for a human."""
+
+
+class BatchGone(CogworkerError):
+    """The batch does not exist, or is over: no member (nor child batch) can join it."""
 
 
 class StatusCorrupt(CogworkerError):

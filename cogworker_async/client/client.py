@@ -12,15 +12,21 @@ the client says so, and what the live processes suggest is wrong.
 
 from __future__ import annotations
 
+from typing import Any
+
+from cogworker_async import payload
 from cogworker_async.client.aborting import AbortOutcome
+from cogworker_async.client.batches import Batch, CallbackTarget, abort_tree, batch_state
 from cogworker_async.client.by_name import EnqueuedByName
 from cogworker_async.client.enqueue_many import EnqueuedMany
 from cogworker_async.client.enqueueing import Enqueueing, _due
 from cogworker_async.client.handle import JobHandle
+from cogworker_async.store import batches as batch_store
+from cogworker_async.store.batches import BATCH_KEEP
 
 # EnqueuedByName (what enqueue_by_name returns) is part of this module's API;
 # _due stays importable here (the duration tests read it).
-__all__ = ["AbortOutcome", "Client", "EnqueuedByName", "EnqueuedMany", "JobHandle", "_due"]
+__all__ = ["AbortOutcome", "Batch", "Client", "EnqueuedByName", "EnqueuedMany", "JobHandle", "_due"]
 
 
 class Client(Enqueueing):
@@ -30,3 +36,60 @@ class Client(Enqueueing):
     makes (and closes) its own connection pool from the settings; ``middleware``
     sees each job's payload before it is written (and may drop it).
     """
+
+    def batch(
+        self,
+        *,
+        on_success: CallbackTarget | None = None,
+        on_complete: CallbackTarget | None = None,
+        on_death: CallbackTarget | None = None,
+        description: str = "",
+        keep: float = BATCH_KEEP,
+    ) -> Batch:
+        """A new batch: ``async with client.batch(on_success=notify.args("done")) as b:
+        await b.enqueue(resize, "a.png")``. Open until the block ends; then, once every
+        member has ended, ``on_success`` (all succeeded) and ``on_complete`` (always)
+        are enqueued, exactly once; ``on_death`` at the first member that dies. A
+        finished batch is kept ``keep`` s for ``batch_status``."""
+        return Batch(
+            self,
+            payload.new_jid(),
+            callbacks={"success": on_success, "complete": on_complete, "death": on_death},
+            description=description,
+            keep=keep,
+        )
+
+    def batch_of(self, bid: str) -> Batch:
+        """Batch ``bid``, to add members to while it runs (from a running member:
+        ``client.batch_of(current_job().batch)``); not opened nor closed here."""
+        return Batch(self, bid, owned=False)
+
+    async def batch_status(self, bid: str) -> dict[str, Any] | None:
+        """``{"state": "open|running|success|complete|dead", "total", "pending",
+        "succeeded", "failed", "dead", "callbacks", ...}``, or None (no such batch)."""
+        fields = await batch_store.read_batch(self.redis, self.keys, bid)
+        if fields is None:
+            return None
+        counts = {name: int(fields.get(name, "0")) for name in batch_store.COUNTS}
+        callbacks = {
+            event: ("enqueued" if f"fired:{event}" in fields else "waiting")
+            for event in batch_store.CALLBACK_EVENTS
+            if f"cb:{event}" in fields
+        }
+        return {
+            "bid": bid,
+            "state": batch_state(fields),
+            **counts,
+            "description": fields.get("description", ""),
+            "parent": fields.get("parent", "").removeprefix(self.keys.batch_prefix) or None,
+            "created_at": float(fields.get("created_at", "0")),
+            "closed_at": float(fields["closed_at"]) if "closed_at" in fields else None,
+            "finished_at": float(fields["finished_at"]) if "finished_at" in fields else None,
+            "callbacks": callbacks,
+        }
+
+    async def abort_batch(self, bid: str) -> int:
+        """Abort every member of batch ``bid`` not ended yet (its child batches'
+        too); each counts as failed, so the batch ends and ``on_complete`` runs.
+        Returns how many members were stopped."""
+        return await abort_tree(self, bid)

@@ -16,6 +16,14 @@
 -- written; only a key under a prefix of this namespace is written, and with a
 -- hash-tagged namespace it is in the tag's slot, like KEYS).
 
+--
+-- A counted hold (a batch membership, holds.py HoldKind.outcomes) is not a
+-- lock: its release counts how the member ended (includes/batch_end.lua). In
+-- a block its ttl is "@<outcome>"; in the kinds table the kind has
+-- "outcomes" (event -> outcome).
+
+--- @include batch_end
+
 -- is_held_key(key, prefix): under `prefix`, with a name after it, and not a
 -- bookkeeping key of the prefix (those start with "~", e.g. <ns>:unique:~releases).
 -- An empty prefix admits nothing.
@@ -54,6 +62,12 @@ end
 
 -- settle_hold(prefix, key, owner, ttl): one group's change ("" ttl: release).
 local function settle_hold(prefix, key, owner, ttl)
+  if string.sub(ttl, 1, 1) == "@" then
+    if owner == nil or owner == "" or not is_held_key(key, prefix) then
+      return 0
+    end
+    return batch_settle(key, owner, string.sub(ttl, 2))
+  end
   local ms = tonumber(ttl)
   if ms then
     return keep_hold(prefix, key, owner, ms)
@@ -150,7 +164,9 @@ local function settle_payload_holds(entry, kinds, event, started, wait_ms)
       end
       if job then
         local key, owner, ttl = payload_hold(job, kind, started)
-        if key and rule == "release" then
+        if key and rule == "release" and kind["outcomes"] then
+          pcall(batch_settle, key, owner, kind["outcomes"][event])
+        elseif key and rule == "release" then
           pcall(release_hold, kind["prefix"], key, owner)
         elseif key then
           local ms = (tonumber(wait_ms) or 0) + (ttl or tonumber(kind["default_ttl"]))

@@ -1,0 +1,151 @@
+"""Batches in Redis: open, add members (with their push), close, read, list.
+
+Invariant: a member is in its batch's pending set before it can run, and
+leaves it only in the step that ends it (``includes/batch_end.lua``, called by
+``includes/holds.lua`` for the ``holds.BATCH`` hold), so each member's end is
+counted once and a batch's callbacks are pushed once, by the step that ends
+its last member or by the close that finds none left.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from redis.asyncio import Redis
+
+from cogworker_async.errors import BatchGone
+from cogworker_async.keys import Keys
+from cogworker_async.store.scripts import EncodableArg, script
+
+__all__ = ["BatchGone", "Callback", "Opened"]
+
+# How long a finished batch stays readable (``batch_status``, ``batches show``).
+BATCH_KEEP = 7 * 24 * 3600.0
+CALLBACK_EVENTS = ("success", "complete", "death")
+COUNTS = ("total", "pending", "succeeded", "failed", "dead")
+
+
+@dataclass(frozen=True, slots=True)
+class Callback:
+    """A callback job ready to push: its queue and its encoded payload."""
+
+    queue: str
+    payload: bytes
+
+
+def _callback_spec(keys: Keys, callback: Callback) -> dict[str, str]:
+    return {
+        "queue_key": keys.queue(callback.queue),
+        "queues_key": keys.queues,
+        "wakeup_key": keys.wakeup(callback.queue),
+        "queue": callback.queue,
+        "payload": callback.payload.decode(),
+    }
+
+
+class Opened(enum.Enum):
+    OPENED = 1
+    EXISTS = 0
+    PARENT_OVER = -1
+
+
+async def open_batch(
+    redis: Redis,
+    keys: Keys,
+    *,
+    bid: str,
+    created_at: float,
+    description: str = "",
+    callbacks: Mapping[str, Callback] | None = None,
+    parent: str | None = None,
+    keep: float = BATCH_KEEP,
+) -> Opened:
+    """Create batch ``bid``, open; a child of ``parent`` (a bid) counts as one of its members."""
+    spec: dict[str, Any] = {
+        "bid": bid,
+        "pending_key": keys.batch_pending(bid),
+        "description": description,
+        "created_at": created_at,
+        "keep": keep,
+        "callbacks": {event: _callback_spec(keys, cb) for event, cb in (callbacks or {}).items()},
+    }
+    script_keys = [keys.batch(bid), keys.batches]
+    if parent is not None:
+        script_keys.append(keys.batch(parent))
+    return Opened(int(await script("batch_open").run(redis, script_keys, [orjson.dumps(spec)])))
+
+
+async def add_members(
+    redis: Redis,
+    keys: Keys,
+    *,
+    bid: str,
+    queue: str,
+    members: Sequence[tuple[str, bytes]],
+    due: float | None = None,
+) -> int:
+    """Add ``members`` (jid, payload) to batch ``bid`` and push them onto ``queue`` (or
+    the schedule, ``due``) in one step; returns the batch's total. ``BatchGone`` when
+    the batch is gone or over (nothing written)."""
+    if due is None:
+        script_keys = [keys.queue(queue), keys.queues, keys.wakeup(queue)]
+        args: list[EncodableArg] = ["push", queue]
+    else:
+        script_keys = [keys.schedule, keys.schedule_wakeup]
+        args = ["schedule", due]
+    for jid, payload in members:
+        args.extend((jid, payload))
+    total = int(
+        await script("batch_add").run(
+            redis, [keys.batch(bid), keys.batch_pending(bid), *script_keys], args
+        )
+    )
+    if total < 0:
+        raise BatchGone(f"batch {bid} is gone or over: no member can be added to it")
+    return total
+
+
+async def close_batch(redis: Redis, keys: Keys, bid: str) -> str:
+    """Close batch ``bid`` (no more members from outside); returns its state afterwards
+    ("running", or "done" when every member had ended; "" when it is gone)."""
+    state = await script("batch_close").run(redis, [keys.batch(bid)])
+    return state.decode() if isinstance(state, bytes) else str(state)
+
+
+async def read_batch(redis: Redis, keys: Keys, bid: str) -> dict[str, str] | None:
+    """The batch's hash and its pending count (None when it is gone)."""
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.hgetall(keys.batch(bid))
+        pipe.scard(keys.batch_pending(bid))
+        fields, pending = await pipe.execute()
+    if not fields:
+        return None
+    found = {k.decode(): v.decode() for k, v in fields.items()}
+    found["pending"] = str(int(pending))
+    return found
+
+
+async def pending_members(redis: Redis, keys: Keys, bid: str, limit: int = 10_000) -> list[str]:
+    """Up to ``limit`` members of ``bid`` that have not ended (jids; ``b:<bid>`` a child)."""
+    members: list[str] = []
+    async for member in redis.sscan_iter(keys.batch_pending(bid), count=500):
+        members.append(member.decode() if isinstance(member, bytes) else str(member))
+        if len(members) >= limit:
+            break
+    return members
+
+
+async def list_batches(redis: Redis, keys: Keys, limit: int = 50) -> list[str]:
+    """The newest ``limit`` bids (the index drops those whose hash expired)."""
+    bids = await redis.zrevrange(keys.batches, 0, max(0, limit - 1))
+    return [b.decode() if isinstance(b, bytes) else str(b) for b in bids]
+
+
+async def forget_expired(redis: Redis, keys: Keys, bids: Sequence[str]) -> None:
+    """Drop from the index the bids whose batch expired."""
+    if bids:
+        await redis.zrem(keys.batches, *bids)
