@@ -1,0 +1,130 @@
+"""Batches under kill -9: every batch ends, each callback is enqueued exactly once.
+
+Many batches (some with a child batch) run on two worker processes; one is
+SIGKILLed mid-run, then the other, each replaced. Members the dead processes
+held come back through orphan recovery and may run twice (at least once):
+their batch still counts each member once, none stays pending, and each
+batch's callbacks (on their own queue, run by a worker never killed) ran
+exactly once — the ledger of callback runs proves it.
+"""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+
+import anyio
+import pytest
+from redis.asyncio import Redis
+
+from cogworker_async import Client, Settings
+from cogworker_async.keys import Keys
+from tests.batch_jobs import callback, callbacks_key, member, runs_key
+from tests.conftest import ROOT, child_env
+from tests.helpers import wait_for
+
+pytestmark = [pytest.mark.chaos, pytest.mark.anyio]
+
+BATCHES = 40
+MEMBERS = 8  # per batch; every fourth batch also has a child batch of MEMBERS
+
+
+def start(settings: Settings, *queues: str) -> subprocess.Popen[bytes]:
+    args = [sys.executable, "-m", "cogworker_async", "worker", "tests.batch_jobs"]
+    for queue in queues:
+        args += ["-q", queue]
+    with tempfile.NamedTemporaryFile(prefix="cogworker-batch-", suffix=".log", delete=False) as log:
+        return subprocess.Popen(
+            args, cwd=ROOT, env=child_env(settings), stdout=log, stderr=subprocess.STDOUT
+        )
+
+
+async def member_runs(redis: Redis, keys: Keys) -> int:
+    return len(await redis.hkeys(runs_key(keys.ns)))
+
+
+@pytest.mark.timeout(240)
+async def test_kill_9_mid_run_leaves_no_batch_stuck_and_fires_each_callback_once(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
+    rng = random.Random(24)
+    procs = [start(settings, "default"), start(settings, "default"), start(settings, "callbacks")]
+    bids: list[str] = []
+    with_child: list[str] = []
+    try:
+        async with Client(settings) as client:
+            for n in range(BATCHES):
+                async with client.batch(
+                    on_success=callback.args(), on_complete=callback.args()
+                ) as b:
+                    for _ in range(MEMBERS):
+                        await b.enqueue(member, rng.uniform(0.05, 0.4))
+                    if n % 4 == 0:
+                        async with b.batch(on_complete=callback.args()) as child:
+                            await child.enqueue_many(
+                                member, [(rng.uniform(0.05, 0.4),) for _ in range(MEMBERS)]
+                            )
+                        with_child.append(child.bid)
+                bids.append(b.bid)
+            total_members = BATCHES * MEMBERS + len(with_child) * MEMBERS
+            # Kill each member worker mid-run, in turn, and start a new one.
+            for victim in (0, 1):
+                seen = await member_runs(redis, keys)
+                await wait_for(
+                    lambda seen=seen: _more(redis, keys, seen + total_members // 5), timeout=60
+                )
+                procs[victim].send_signal(signal.SIGKILL)
+                procs[victim].wait(timeout=10)
+                procs.append(start(settings, "default"))
+
+            async def all_done() -> bool:
+                for bid in [*bids, *with_child]:
+                    status = await client.batch_status(bid)
+                    if status is None or status["state"] != "success":
+                        return False
+                expected = 2 * len(bids) + len(with_child)
+                return sum(map(int, (await redis.hgetall(callbacks_key(keys.ns))).values())) >= (
+                    expected
+                )
+
+            # Recovery of a killed worker's jobs takes about orphan_threshold + a check.
+            await wait_for(all_done, timeout=150, interval=0.5)
+            await anyio.sleep(1.0)  # a second firing of any callback would land by now
+            ledger = {
+                k.decode(): int(v) for k, v in (await redis.hgetall(callbacks_key(keys.ns))).items()
+            }
+            expected = {f"{bid}:{event}": 1 for bid in bids for event in ("success", "complete")}
+            expected.update({f"{bid}:complete": 1 for bid in with_child})
+            assert ledger == expected
+            for bid in bids:
+                status = await client.batch_status(bid)
+                assert status is not None
+                size = MEMBERS + (1 if bid in _parents(bids, with_child) else 0)
+                assert (status["total"], status["succeeded"], status["pending"]) == (size, size, 0)
+                assert (status["failed"], status["dead"]) == (0, 0)
+            runs = {k.decode(): int(v) for k, v in (await redis.hgetall(runs_key(keys.ns))).items()}
+            assert len(runs) == total_members  # every member ran; some maybe twice
+            # The kills did catch members mid-run: recovery brought them back.
+            assert int(await redis.get(keys.stat("recovered")) or 0) > 0
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            try:
+                proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+async def _more(redis: Redis, keys: Keys, count: int) -> bool:
+    return await member_runs(redis, keys) >= count
+
+
+def _parents(bids: list[str], children: list[str]) -> set[str]:
+    # Every fourth batch (0, 4, 8, ...) opened a child.
+    return {bid for n, bid in enumerate(bids) if n % 4 == 0} if children else set()
