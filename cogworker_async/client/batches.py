@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 CallbackTarget = JobArgs[Any] | JobFunction[Any, Any] | BoundJob[Any, Any] | str
 MEMBERS_CHUNK = 500  # members per batch_add call (enqueue_many)
 
-__all__ = ["Batch", "BatchGone", "batch_state", "target_of"]
+__all__ = ["Batch", "BatchGone", "target_of"]
 
 
 def target_of(spec: CallbackTarget) -> tuple[Any, tuple[Any, ...], dict[str, Any]]:
@@ -45,17 +45,6 @@ def target_of(spec: CallbackTarget) -> tuple[Any, tuple[Any, ...], dict[str, Any
     raise TypeError(
         f"expected job.args(...), a @job function, its .options(...) or a name, got {spec!r}"
     )
-
-
-def batch_state(fields: Mapping[str, str]) -> str:
-    """What ``batch_status`` says: open, running, then success (every member
-    succeeded), dead (one died) or complete (all ended, some failed)."""
-    state = fields.get("state", "")
-    if state != "done":
-        return state
-    if int(fields.get("dead", "0")):
-        return "dead"
-    return "complete" if int(fields.get("failed", "0")) else "success"
 
 
 class Batch:

@@ -16,7 +16,7 @@ from typing import Any
 
 from cogworker_async import payload
 from cogworker_async.client.aborting import AbortOutcome
-from cogworker_async.client.batches import Batch, CallbackTarget, abort_tree, batch_state
+from cogworker_async.client.batches import Batch, CallbackTarget, abort_tree
 from cogworker_async.client.by_name import EnqueuedByName
 from cogworker_async.client.enqueue_many import EnqueuedMany
 from cogworker_async.client.enqueueing import Enqueueing, _due
@@ -67,26 +67,7 @@ class Client(Enqueueing):
     async def batch_status(self, bid: str) -> dict[str, Any] | None:
         """``{"state": "open|running|success|complete|dead", "total", "pending",
         "succeeded", "failed", "dead", "callbacks", ...}``, or None (no such batch)."""
-        fields = await batch_store.read_batch(self.redis, self.keys, bid)
-        if fields is None:
-            return None
-        counts = {name: int(fields.get(name, "0")) for name in batch_store.COUNTS}
-        callbacks = {
-            event: ("enqueued" if f"fired:{event}" in fields else "waiting")
-            for event in batch_store.CALLBACK_EVENTS
-            if f"cb:{event}" in fields
-        }
-        return {
-            "bid": bid,
-            "state": batch_state(fields),
-            **counts,
-            "description": fields.get("description", ""),
-            "parent": fields.get("parent", "").removeprefix(self.keys.batch_prefix) or None,
-            "created_at": float(fields.get("created_at", "0")),
-            "closed_at": float(fields["closed_at"]) if "closed_at" in fields else None,
-            "finished_at": float(fields["finished_at"]) if "finished_at" in fields else None,
-            "callbacks": callbacks,
-        }
+        return await batch_store.batch_status(self.redis, self.keys, bid)
 
     async def abort_batch(self, bid: str) -> int:
         """Abort every member of batch ``bid`` not ended yet (its child batches'

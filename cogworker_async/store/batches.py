@@ -149,3 +149,57 @@ async def forget_expired(redis: Redis, keys: Keys, bids: Sequence[str]) -> None:
     """Drop from the index the bids whose batch expired."""
     if bids:
         await redis.zrem(keys.batches, *bids)
+
+
+def batch_state(fields: Mapping[str, str]) -> str:
+    """What ``batch_status`` says: open, running, then success (every member
+    succeeded), dead (one died) or complete (all ended, some failed)."""
+    state = fields.get("state", "")
+    if state != "done":
+        return state
+    if int(fields.get("dead", "0")):
+        return "dead"
+    return "complete" if int(fields.get("failed", "0")) else "success"
+
+
+def _stamp(fields: Mapping[str, str], name: str) -> float | None:
+    return float(fields[name]) if name in fields else None
+
+
+async def batch_status(redis: Redis, keys: Keys, bid: str) -> dict[str, Any] | None:
+    """``{"bid", "state", "total", "pending", "succeeded", "failed", "dead",
+    "description", "parent", "created_at", "closed_at", "finished_at",
+    "callbacks": {event: "waiting" | "enqueued"}}``, or None (no such batch)."""
+    fields = await read_batch(redis, keys, bid)
+    if fields is None:
+        return None
+    return {
+        "bid": bid,
+        "state": batch_state(fields),
+        **{name: int(fields.get(name, "0")) for name in COUNTS},
+        "description": fields.get("description", ""),
+        "parent": fields.get("parent", "").removeprefix(keys.batch_prefix) or None,
+        "created_at": _stamp(fields, "created_at"),
+        "closed_at": _stamp(fields, "closed_at"),
+        "finished_at": _stamp(fields, "finished_at"),
+        "callbacks": {
+            event: ("enqueued" if f"fired:{event}" in fields else "waiting")
+            for event in CALLBACK_EVENTS
+            if f"cb:{event}" in fields
+        },
+    }
+
+
+async def recent_batches(redis: Redis, keys: Keys, limit: int = 50) -> list[dict[str, Any]]:
+    """The newest ``limit`` batches' status, newest first; a bid whose batch expired
+    is dropped from the index on the way."""
+    found: list[dict[str, Any]] = []
+    gone: list[str] = []
+    for bid in await list_batches(redis, keys, limit):
+        status = await batch_status(redis, keys, bid)
+        if status is None:
+            gone.append(bid)
+        else:
+            found.append(status)
+    await forget_expired(redis, keys, gone)
+    return found

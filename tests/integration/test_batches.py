@@ -11,6 +11,7 @@ mistakes a caller can make are one clear error that writes nothing.
 from __future__ import annotations
 
 import asyncio
+import json
 from typing import Any
 
 import anyio
@@ -21,6 +22,7 @@ from cogworker_async import BatchGone, Client, JobFunction, Settings, Worker, cu
 from cogworker_async.jobs import JobArgs
 from cogworker_async.keys import Keys
 from tests.helpers import wait_for
+from tests.integration.test_cli import cli, one_error
 
 pytestmark = pytest.mark.anyio
 
@@ -240,3 +242,22 @@ async def test_mistakes_are_one_clear_error_and_write_nothing(
         with pytest.raises(BatchGone):
             await client.batch_of(b.bid).enqueue(work, "late")
         assert await redis.llen(keys.queue("default")) == 0
+
+
+async def test_the_batches_commands_list_and_show(settings: Settings) -> None:
+    async with Client(settings) as client:
+        async with client.batch(on_complete=on_event.args("all"), description="import 42") as b:
+            member = await b.enqueue(work, "queued")
+        assert member is not None
+        listed = await anyio.to_thread.run_sync(cli, settings, "batches", "list")
+        assert listed.returncode == 0, listed.stderr
+        assert listed.stdout.splitlines() == [
+            f"{b.bid}\trunning\t0 ok, 0 failed, 0 dead, 1 pending of 1\timport 42"
+        ]
+        shown = await anyio.to_thread.run_sync(cli, settings, "batches", "show", b.bid, "--json")
+        assert shown.returncode == 0, shown.stderr
+        found = json.loads(shown.stdout)
+        assert found["pending_members"] == [member.jid]
+        assert found["callbacks"] == {"complete": "waiting"}
+        missing = await anyio.to_thread.run_sync(cli, settings, "batches", "show", "0" * 24)
+        assert one_error(missing, 1) == f"error: no batch {'0' * 24}"
