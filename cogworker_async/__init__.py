@@ -13,6 +13,7 @@ from cogworker_async.errors import (
     BatchGone,
     CogworkerError,
     ConfigurationError,
+    DependencyFailed,
     JobAborted,
     JobError,
     JobFailed,
@@ -33,6 +34,7 @@ from cogworker_async.jobs import BoundJob, JobFunction, job
 from cogworker_async.periodic import periodic
 from cogworker_async.settings import Settings
 from cogworker_async.worker.worker import Worker
+from cogworker_async.workflows import chain, chord, group, step
 
 __all__ = [
     "AbortOutcome",
@@ -41,6 +43,7 @@ __all__ = [
     "Client",
     "CogworkerError",
     "ConfigurationError",
+    "DependencyFailed",
     "JobAborted",
     "JobContext",
     "JobError",
@@ -60,8 +63,12 @@ __all__ = [
     "UnparseableJob",
     "Worker",
     "__version__",
+    "chain",
+    "chord",
     "current_job",
+    "group",
     "job",
     "lifespan_state",
     "periodic",
+    "step",
 ]

@@ -20,7 +20,8 @@
         ├── UnknownJob          no handler registered under the job's ``class``
         ├── JobTimeout          the handler ran past its ``timeout``
         ├── ResultNotJSON       a ``keep_result`` job returned a value that is not JSON
-        └── ProcessDied         its process died while running it too often
+        ├── ProcessDied         its process died while running it too often
+        └── DependencyFailed    a flow's step before it did not succeed (it never ran)
 
 Mistakes in arguments (a non-JSON argument at enqueue) stay builtins:
 ``TypeError`` and ``ValueError``.
@@ -116,3 +117,7 @@ class BatchGone(CogworkerError):
 class StatusCorrupt(CogworkerError):
     """The job's status hash holds a field we cannot read (or is the wrong type):
     the key and field are named, the key left as found."""
+
+
+class DependencyFailed(JobError):
+    """A flow's step before this one did not succeed: this one never ran (``if_failed="fail"``)."""

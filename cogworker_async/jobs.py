@@ -287,6 +287,7 @@ class JobRegistry:
 
     def __init__(self, jobs: Iterable[JobSpec] | JobSpec = ()) -> None:
         self._by_name: dict[str, JobFunction[Any, Any]] = {}
+        self._builtin: dict[str, JobFunction[Any, Any]] = {}
         # One given alone, not in a list (a string would iterate as letters).
         items: Iterable[object] = (
             jobs if isinstance(jobs, Iterable) and not isinstance(jobs, str) else [jobs]
@@ -324,8 +325,14 @@ class JobRegistry:
         for function in found:
             self.add(function)
 
+    def add_builtin(self, function: JobFunction[Any, Any]) -> None:
+        """A job of the library's own (a flow's step): run by every worker, not listed
+        among the user's jobs (``names``, ``len``)."""
+        self._builtin[function.name] = function
+
     def get(self, name: str) -> JobFunction[Any, Any] | None:
-        return self._by_name.get(name)
+        found = self._by_name.get(name)
+        return found if found is not None else self._builtin.get(name)
 
     @property
     def names(self) -> list[str]:

@@ -20,13 +20,23 @@ from cogworker_async.client.batches import Batch, CallbackTarget, abort_tree
 from cogworker_async.client.by_name import EnqueuedByName
 from cogworker_async.client.enqueue_many import EnqueuedMany
 from cogworker_async.client.enqueueing import Enqueueing, _due
+from cogworker_async.client.flows import EnqueuedFlow, enqueue_flow
 from cogworker_async.client.handle import JobHandle
 from cogworker_async.store import batches as batch_store
 from cogworker_async.store.batches import BATCH_KEEP
 
 # EnqueuedByName (what enqueue_by_name returns) is part of this module's API;
 # _due stays importable here (the duration tests read it).
-__all__ = ["AbortOutcome", "Batch", "Client", "EnqueuedByName", "EnqueuedMany", "JobHandle", "_due"]
+__all__ = [
+    "AbortOutcome",
+    "Batch",
+    "Client",
+    "EnqueuedByName",
+    "EnqueuedFlow",
+    "EnqueuedMany",
+    "JobHandle",
+    "_due",
+]
 
 
 class Client(Enqueueing):
@@ -74,3 +84,11 @@ class Client(Enqueueing):
         too); each counts as failed, so the batch ends and ``on_complete`` runs.
         Returns how many members were stopped."""
         return await abort_tree(self, bid)
+
+    async def enqueue_flow(self, flow: Any) -> EnqueuedFlow:
+        """Enqueue a workflow: ``chain(a.args(1), b.args(), c.args())`` (each gets the
+        previous result as its first argument), ``group(...)``, ``chord(group(...),
+        merge.args())`` (merge gets the group's results, in order), or one job. Every
+        job is built first (a mistake writes nothing); returns the handles, stage
+        by stage (``.last``: the final result's)."""
+        return await enqueue_flow(self, flow)

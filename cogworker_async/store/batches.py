@@ -203,3 +203,36 @@ async def recent_batches(redis: Redis, keys: Keys, limit: int = 50) -> list[dict
             found.append(status)
     await forget_expired(redis, keys, gone)
     return found
+
+
+async def read_result(redis: Redis, keys: Keys, jid: str) -> Any:
+    """The value job ``jid`` returned (its kept result's envelope), or None when it
+    failed, kept none, or its result is gone (a flow's next stage reads it)."""
+    raw = await redis.lindex(keys.result(jid), 0)
+    if raw is None:
+        return None
+    try:
+        envelope = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return None
+    if isinstance(envelope, dict) and envelope.get("ok") is True:
+        return envelope.get("value")
+    return None
+
+
+async def fail_results(
+    redis: Redis, keys: Keys, jids: Sequence[str], *, error_class: str, message: str, keep: float
+) -> None:
+    """Write a failure's result for jobs that will never run (a flow's dependents),
+    unless one is there already, and tell their waiters (as a worker does)."""
+    envelope = orjson.dumps({"ok": False, "error_class": error_class, "error_message": message})
+    seconds = max(1, int(keep))
+    for jid in jids:
+        if await redis.exists(keys.result(jid)):
+            continue
+        async with redis.pipeline(transaction=True) as pipe:
+            pipe.rpush(keys.result(jid), envelope)
+            pipe.expire(keys.result(jid), seconds, nx=True)
+            pipe.set(keys.result_gone(jid), "1", ex=2 * seconds, nx=True)
+            pipe.publish(keys.result_ready(jid), "1")
+            await pipe.execute()
