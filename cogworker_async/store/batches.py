@@ -17,7 +17,9 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 
+from cogworker_async import holds
 from cogworker_async.errors import BatchGone
+from cogworker_async.holds import Event, Hold
 from cogworker_async.keys import Keys
 from cogworker_async.store.scripts import EncodableArg, script
 
@@ -236,3 +238,11 @@ async def fail_results(
             pipe.set(keys.result_gone(jid), "1", ex=2 * seconds, nx=True)
             pipe.publish(keys.result_ready(jid), "1")
             await pipe.execute()
+
+
+async def end_members(redis: Redis, keys: Keys, held: Sequence[Hold], event: Event) -> None:
+    """Count the end of batch members outside a settling step (a basic-fetch success,
+    whose ack settles no hold): ``held``, their counted holds, settled as ``event``."""
+    groups = holds.encode(keys, held, event)
+    block: list[EncodableArg] = [len(groups) // holds.HOLD_FIELDS, *groups]
+    await script("batch_member_end").run(redis, [hold.key for hold in held], block)

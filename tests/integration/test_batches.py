@@ -261,3 +261,20 @@ async def test_the_batches_commands_list_and_show(settings: Settings) -> None:
         assert found["callbacks"] == {"complete": "waiting"}
         missing = await anyio.to_thread.run_sync(cli, settings, "batches", "show", "0" * 24)
         assert one_error(missing, 1) == f"error: no batch {'0' * 24}"
+
+
+async def test_basic_fetch_counts_a_members_success_too(settings: Settings) -> None:
+    """A basic-fetch ack settles no hold: the member's success is counted by a call
+    of its own (batch_member_end.lua), so the batch still ends and calls back."""
+    basic = settings.model_copy(update={"fetch": "basic"})
+    async with Client(basic) as client, Worker(basic, jobs=ALL):
+        async with client.batch(
+            on_success=on_event.args("ok"), on_complete=on_event.args("all")
+        ) as b:
+            await b.enqueue(work, "basic-1")
+            await b.enqueue(dies, "basic-2")
+        await wait_for(lambda: _callbacks_settled(1), timeout=30)
+        status = await client.batch_status(b.bid)
+        assert status is not None
+        assert (status["state"], status["succeeded"], status["dead"]) == ("dead", 1, 1)
+    assert callbacks == [("all", b.bid, "complete")]

@@ -377,3 +377,21 @@ async def test_a_payload_naming_a_foreign_key_counts_nothing(redis: Redis, keys:
         await redis.eval(BLOCK, 0, 1, *groups)  # type: ignore[misc]
     assert await redis.get(keys.queue("x")) == b"not a batch"
     assert not await redis.exists(keys.batch("nope"))
+
+
+async def test_end_members_counts_a_basic_fetch_success_once(redis: Redis, keys: Keys) -> None:
+    bid = await open_batch(redis, keys)
+    [jid] = await add(redis, keys, bid, 1)
+    await batches.close_batch(redis, keys, bid)
+    held = [Hold("batch", keys.batch(bid), jid)]
+    for _ in range(2):  # a duplicate run's second count: nothing
+        await batches.end_members(redis, keys, held, Event.ACK)
+    assert await counts(redis, keys, bid) == {
+        "state": "done",
+        "total": 1,
+        "pending": 0,
+        "succeeded": 1,
+        "failed": 0,
+        "dead": 0,
+    }
+    assert await fired(redis, keys) == ["success", "complete"]
