@@ -7,7 +7,10 @@
 --   set, KEYS[5] = the queue's wake-up marker; ARGV[2] = the queue's name
 -- or, ARGV[1] = "schedule": KEYS[3] = the schedule set, KEYS[4] = the
 --   scheduled poller's wake-up marker; ARGV[2] = when they are due (epoch s)
--- ARGV[3..] = pairs: member jid, its payload (JSON, naming the batch in
+-- ARGV[3] = a once-token ("" for none): an add under a token the batch has
+--   seen already adds nothing (a flow's stage started again by its step
+--   job's second run: its members, some maybe ended, are not added twice)
+-- ARGV[4..] = pairs: member jid, its payload (JSON, naming the batch in
 --   its "batch" field)
 -- Returns the batch's total after the add; -1 when the batch is gone or
 -- over (nothing written: a member of a finished batch would never count).
@@ -20,8 +23,11 @@ local state = redis.call("HGET", KEYS[1], "state")
 if state ~= "open" and state ~= "running" then
   return -1
 end
+if ARGV[3] ~= "" and redis.call("HSETNX", KEYS[1], "added:" .. ARGV[3], "1") == 0 then
+  return tonumber(redis.call("HGET", KEYS[1], "total"))
+end
 local jids, payloads = {}, {}
-for i = 3, #ARGV, 2 do
+for i = 4, #ARGV, 2 do
   jids[#jids + 1] = ARGV[i]
   payloads[#payloads + 1] = ARGV[i + 1]
 end

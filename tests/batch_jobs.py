@@ -2,7 +2,8 @@
 subprocesses: ``cogworker-async worker tests.batch_jobs``.
 
 A member sleeps a little and notes each run it finished; a callback notes, per
-(bid, event), how many times it ran. Callbacks go to their own queue, served by
+(bid, event), how many times it ran; ``inc`` and ``total`` are the steps of
+the chains and chords run beside the batches. Callbacks go to their own queue, served by
 a worker that is never killed, so each callback enqueued runs exactly once:
 the count is the number of times it was enqueued.
 """
@@ -46,3 +47,14 @@ async def callback() -> None:
     await _redis().hincrby(
         callbacks_key(os.environ["COGWORKER_NAMESPACE"]), f"{field['bid']}:{field['event']}", 1
     )
+
+
+@job(name="bc.inc", keep_result=600)
+async def inc(x: int, pause: float = 0.1) -> int:
+    await asyncio.sleep(pause)
+    return x + 1
+
+
+@job(name="bc.total", keep_result=600)
+async def total(values: list[int]) -> int:
+    return sum(values)

@@ -89,16 +89,19 @@ async def add_members(
     queue: str,
     members: Sequence[tuple[str, bytes]],
     due: float | None = None,
+    once: str = "",
 ) -> int:
     """Add ``members`` (jid, payload) to batch ``bid`` and push them onto ``queue`` (or
     the schedule, ``due``) in one step; returns the batch's total. ``BatchGone`` when
-    the batch is gone or over (nothing written)."""
+    the batch is gone or over (nothing written). ``once``: a token; a second add
+    under it adds nothing."""
     if due is None:
         script_keys = [keys.queue(queue), keys.queues, keys.wakeup(queue)]
         args: list[EncodableArg] = ["push", queue]
     else:
         script_keys = [keys.schedule, keys.schedule_wakeup]
         args = ["schedule", due]
+    args.append(once)
     for jid, payload in members:
         args.extend((jid, payload))
     total = int(

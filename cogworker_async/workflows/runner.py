@@ -8,8 +8,9 @@ batch (its ``on_complete``: ``cogworker.flow_step`` for the next stage), adds
 its jobs with the previous result as first argument, and closes it. The step
 job runs at least once, so starting a stage is idempotent: a stage whose
 batch is already running or done is not started again (an earlier run did),
-and one left open by a run that died half-way is completed (at worst a job
-added twice runs twice, counted once by its batch).
+and one left open by a run that died half-way is completed: its jobs are
+added once per queue (``batch_add``'s once-token), never twice, so a job
+that already ended is not made pending again.
 """
 
 from __future__ import annotations
@@ -72,7 +73,9 @@ async def start_stage(
         body["enqueued_at"] = now
         by_queue[member["queue"]].append((member["jid"], payload.encode(body)))
     for queue, members in by_queue.items():
-        await batches.add_members(redis, keys, bid=bid, queue=queue, members=members)
+        await batches.add_members(
+            redis, keys, bid=bid, queue=queue, members=members, once=f"queue:{queue}"
+        )
     await batches.close_batch(redis, keys, bid)
     return True
 

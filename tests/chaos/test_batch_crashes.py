@@ -1,11 +1,12 @@
 """Batches under kill -9: every batch ends, each callback is enqueued exactly once.
 
-Many batches (some with a child batch) run on two worker processes; one is
+Many batches (some with a child batch), chains and chords run on two worker processes; one is
 SIGKILLed mid-run, then the other, each replaced. Members the dead processes
 held come back through orphan recovery and may run twice (at least once):
 their batch still counts each member once, none stays pending, and each
 batch's callbacks (on their own queue, run by a worker never killed) ran
-exactly once — the ledger of callback runs proves it.
+exactly once — the ledger of callback runs proves it. Each chain and chord
+ends with its right result, each of its stages started once.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ import anyio
 import pytest
 from redis.asyncio import Redis
 
-from cogworker_async import Client, Settings
+from cogworker_async import Client, Settings, chain, chord, group
 from cogworker_async.keys import Keys
-from tests.batch_jobs import callback, callbacks_key, member, runs_key
+from tests.batch_jobs import callback, callbacks_key, inc, member, runs_key, total
 from tests.conftest import ROOT, child_env
 from tests.helpers import wait_for
 
@@ -30,6 +31,8 @@ pytestmark = [pytest.mark.chaos, pytest.mark.anyio]
 
 BATCHES = 40
 MEMBERS = 8  # per batch; every fourth batch also has a child batch of MEMBERS
+CHAINS = 8  # chains of 4 steps, each adding 1 to the result before it
+CHORDS = 4  # chords of a group of 5 steps and their sum
 
 
 def start(settings: Settings, *queues: str) -> subprocess.Popen[bytes]:
@@ -69,6 +72,18 @@ async def test_kill_9_mid_run_leaves_no_batch_stuck_and_fires_each_callback_once
                             )
                         with_child.append(child.bid)
                 bids.append(b.bid)
+            chains = [
+                await client.enqueue_flow(
+                    chain(inc.args(0), inc.args(), inc.args(), inc.args(pause=0.3))
+                )
+                for _ in range(CHAINS)
+            ]
+            chords = [
+                await client.enqueue_flow(
+                    chord(group(inc.args(i, 0.3) for i in range(5)), total.args())
+                )
+                for _ in range(CHORDS)
+            ]
             total_members = BATCHES * MEMBERS + len(with_child) * MEMBERS
             # Kill each member worker mid-run, in turn, and start a new one.
             for victim in (0, 1):
@@ -107,6 +122,18 @@ async def test_kill_9_mid_run_leaves_no_batch_stuck_and_fires_each_callback_once
                 assert (status["failed"], status["dead"]) == (0, 0)
             runs = {k.decode(): int(v) for k, v in (await redis.hgetall(runs_key(keys.ns))).items()}
             assert len(runs) == total_members  # every member ran; some maybe twice
+            # Every flow ended with its right result, each stage started once.
+            for flow in chains:
+                assert await flow.last.result(timeout=60) == 4
+            for flow in chords:
+                assert await flow.last.result(timeout=60) == sum(range(1, 6))
+            for flow in [*chains, *chords]:
+                for bid, jobs in zip(flow.bids, flow.stages, strict=True):
+                    status = await client.batch_status(bid)
+                    assert status is not None
+                    assert status["state"] == "success"
+                    assert status["total"] == len(jobs)
+                    assert status["succeeded"] == status["total"]
             # The kills did catch members mid-run: recovery brought them back.
             assert int(await redis.get(keys.stat("recovered")) or 0) > 0
     finally:

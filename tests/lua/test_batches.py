@@ -395,3 +395,20 @@ async def test_end_members_counts_a_basic_fetch_success_once(redis: Redis, keys:
         "dead": 0,
     }
     assert await fired(redis, keys) == ["success", "complete"]
+
+
+async def test_an_add_under_a_once_token_happens_once(redis: Redis, keys: Keys) -> None:
+    """A flow's stage started again (its step job ran twice, the first died between
+    the add and the close): its members are not added again, not even one ended."""
+    bid = await open_batch(redis, keys)
+    jid = new_jid()
+    members = [(jid, make_job(jid=jid, batch=bid))]
+    for _ in range(2):
+        total = await batches.add_members(
+            redis, keys, bid=bid, queue="default", members=members, once="queue:default"
+        )
+        assert total == 1
+        await settle(redis, keys, bid, jid, Event.ACK)  # it ran and ended in between
+    assert await redis.llen(keys.queue("default")) == 1
+    assert await batches.close_batch(redis, keys, bid) == "done"
+    assert await fired(redis, keys) == ["success", "complete"]
