@@ -351,8 +351,16 @@ def hold_in(
 def read(job: Mapping[str, Any], keys: Keys, *, started: bool = True) -> tuple[Hold, ...]:
     """Every hold a decoded job names in its payload, one per kind at most
     (``started``: see ``hold_in``)."""
-    found = (hold_in(job, kind, keys, started=started) for kind in _KINDS.values())
-    return tuple(hold for hold in found if hold is not None)
+    found: list[Hold] = []
+    for kind in _KINDS.values():
+        # The field looked up first: a job that names none of the kinds (a
+        # plain job) pays one dict lookup per kind, no call.
+        spec = kind.payload
+        if spec is not None and spec.key[0] in job:
+            hold = hold_in(job, kind, keys, started=started)
+            if hold is not None:
+                found.append(hold)
+    return tuple(found)
 
 
 def kinds_table(keys: Keys) -> bytes:

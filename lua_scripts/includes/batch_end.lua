@@ -43,36 +43,51 @@ local function batch_now()
   return tostring(tonumber(t[1]) + tonumber(t[2]) / 1000000)
 end
 
--- batch_settle(key, member, outcome): counts `member`'s end as `outcome`
--- (nil member: counts nothing, only checks whether the batch is over, as a
--- close does), then, while a batch is running with nothing pending, settles
--- it: callbacks pushed, kept `keep` s, and its own end counted in its parent
--- (a child batch is one member of its parent: succeeded when every member
--- of it did, dead when one died, else failed). Returns 1 when `member` was
--- counted, else 0 (a duplicate, a stranger, a batch gone).
-local function batch_settle(key, member, outcome)
+-- batch_srem(pending, members): removes `members` (a list) from the pending
+-- set, in chunks (unpack's stack limit); returns how many were there.
+local function batch_srem(pending, members)
+  local removed = 0
+  for i = 1, #members, 1000 do
+    removed = removed + redis.call("SREM", pending, unpack(members, i, math.min(#members, i + 999)))
+  end
+  return removed
+end
+
+-- batch_settle(key, members, outcome): counts the end of `members` (a list of
+-- jids, or one jid; nil: counts nothing, only checks whether the batch is
+-- over, as a close does) as `outcome`, then, while a batch is running with
+-- nothing pending, settles it: callbacks pushed, kept `keep` s, and its own
+-- end counted in its parent (a child batch is one member of its parent:
+-- succeeded when every member of it did, dead when one died, else failed).
+-- One SREM, one HINCRBY and one SCARD for all the members an ack call ends
+-- together. Returns how many of `members` were counted (a duplicate, a
+-- stranger, a batch gone: not).
+local function batch_settle(key, members, outcome)
+  if type(members) == "string" then
+    members = {members}
+  end
   local counted = 0
   local first = true
   while key do
-    local fields = redis.call("HMGET", key, "pending_key", "state", "parent", "bid", "keep")
+    local fields = redis.call("HMGET", key, "pending_key", "state")
     local pending = fields[1]
     if not pending then
       return counted
     end
-    local now = batch_now()
-    if member then
-      if redis.call("SREM", pending, member) == 0 then
+    if members then
+      local removed = batch_srem(pending, members)
+      if removed == 0 then
         return counted
       end
       if first then
-        counted = 1
+        counted = removed
       end
       if not batch_outcomes[outcome] then
         outcome = "failed"
       end
-      redis.call("HINCRBY", key, outcome, 1)
+      redis.call("HINCRBY", key, outcome, removed)
       if outcome == "dead" then
-        batch_fire(key, "death", now)
+        batch_fire(key, "death", batch_now())
       end
     end
     first = false
@@ -80,8 +95,9 @@ local function batch_settle(key, member, outcome)
       return counted
     end
     -- The last member ended: the batch is over, here and only here.
-    local counts = redis.call("HMGET", key, "failed", "dead")
-    local failed, dead = tonumber(counts[1]) or 0, tonumber(counts[2]) or 0
+    local now = batch_now()
+    local rest = redis.call("HMGET", key, "failed", "dead", "parent", "bid", "keep")
+    local failed, dead = tonumber(rest[1]) or 0, tonumber(rest[2]) or 0
     redis.call("HSET", key, "state", "done", "finished_at", now)
     if failed == 0 and dead == 0 then
       batch_fire(key, "success", now)
@@ -92,11 +108,11 @@ local function batch_settle(key, member, outcome)
       outcome = "failed"
     end
     batch_fire(key, "complete", now)
-    local keep = tonumber(fields[5])
+    local keep = tonumber(rest[5])
     if keep and keep > 0 then
       redis.call("EXPIRE", key, math.ceil(keep))
     end
-    key, member = fields[3], "b:" .. tostring(fields[4])
+    key, members = rest[3], {"b:" .. tostring(rest[4])}
   end
   return counted
 end

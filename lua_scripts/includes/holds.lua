@@ -62,12 +62,6 @@ end
 
 -- settle_hold(prefix, key, owner, ttl): one group's change ("" ttl: release).
 local function settle_hold(prefix, key, owner, ttl)
-  if string.sub(ttl, 1, 1) == "@" then
-    if owner == nil or owner == "" or not is_held_key(key, prefix) then
-      return 0
-    end
-    return batch_settle(key, owner, string.sub(ttl, 2))
-  end
   local ms = tonumber(ttl)
   if ms then
     return keep_hold(prefix, key, owner, ms)
@@ -80,12 +74,36 @@ end
 -- recovery had requeued: it runs again and keeps its holds). pcall: a key of
 -- the wrong type never fails the settlement around it. Returns the index just
 -- past the block.
+-- A counted hold's group (ttl "@<outcome>") is gathered by (key, outcome)
+-- and settled after the loop, all of a batch's members in one batch_settle.
 local function settle_holds(at, gone)
   local n = tonumber(ARGV[at]) or 0
   local last = at + 5 * n
+  local counted, order = nil, nil
   for i = at + 1, last, 5 do
     if not (gone and gone[tonumber(ARGV[i])]) then
-      pcall(settle_hold, ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4])
+      local prefix, key, owner, ttl = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+      if string.byte(ttl, 1) == 64 then -- "@": a counted hold
+        if owner ~= "" and is_held_key(key, prefix) then
+          counted = counted or {}
+          order = order or {}
+          local group = key .. "\0" .. ttl
+          if not counted[group] then
+            counted[group] = {key = key, outcome = string.sub(ttl, 2), members = {}}
+            order[#order + 1] = group
+          end
+          local members = counted[group]["members"]
+          members[#members + 1] = owner
+        end
+      else
+        pcall(settle_hold, prefix, key, owner, ttl)
+      end
+    end
+  end
+  if order then
+    for _, group in ipairs(order) do
+      local g = counted[group]
+      pcall(batch_settle, g["key"], g["members"], g["outcome"])
     end
   end
   return last + 1

@@ -373,7 +373,7 @@ async def test_a_payload_naming_a_foreign_key_counts_nothing(redis: Redis, keys:
     the namespace) is refused by the prefix rule, or finds no batch hash."""
     await redis.set(keys.queue("x"), "not a batch")
     for key in (keys.queue("x"), keys.batch("nope"), keys.batch_prefix):
-        groups = ["1", keys.batch_prefix, key, new_jid(), "@succeeded"][1:]
+        groups = ["1", keys.batch_prefix, key, new_jid(), "@succeeded"]
         await redis.eval(BLOCK, 0, 1, *groups)  # type: ignore[misc]
     assert await redis.get(keys.queue("x")) == b"not a batch"
     assert not await redis.exists(keys.batch("nope"))
