@@ -162,13 +162,24 @@ def batch_state(fields: Mapping[str, str]) -> str:
     state = fields.get("state", "")
     if state != "done":
         return state
-    if int(fields.get("dead", "0")):
+    if _count(fields, "dead"):
         return "dead"
-    return "complete" if int(fields.get("failed", "0")) else "success"
+    return "complete" if _count(fields, "failed") else "success"
 
 
 def _stamp(fields: Mapping[str, str], name: str) -> float | None:
-    return float(fields[name]) if name in fields else None
+    try:
+        return float(fields[name]) if name in fields else None
+    except ValueError:
+        return None
+
+
+def _count(fields: Mapping[str, str], name: str) -> int:
+    # A count someone wrote by hand reads as 0: a status is never refused for it.
+    try:
+        return int(fields.get(name, "0"))
+    except ValueError:
+        return 0
 
 
 async def batch_status(redis: Redis, keys: Keys, bid: str) -> dict[str, Any] | None:
@@ -181,7 +192,7 @@ async def batch_status(redis: Redis, keys: Keys, bid: str) -> dict[str, Any] | N
     return {
         "bid": bid,
         "state": batch_state(fields),
-        **{name: int(fields.get(name, "0")) for name in COUNTS},
+        **{name: _count(fields, name) for name in COUNTS},
         "description": fields.get("description", ""),
         "parent": fields.get("parent", "").removeprefix(keys.batch_prefix) or None,
         "created_at": _stamp(fields, "created_at"),
