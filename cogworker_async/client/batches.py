@@ -212,6 +212,8 @@ async def abort_tree(client: Enqueueing, bid: str) -> int:
     """Abort every member of ``bid`` not ended yet, its child batches' too; returns
     how many were stopped (removed, or cancelling)."""
     stopped = 0
+    # Noted first: a flow's next stage, started by this batch's end, does not run.
+    await store.mark_aborted(client.redis, client.keys, bid)
     for member in await store.pending_members(client.redis, client.keys, bid):
         if member.startswith("b:"):
             stopped += await abort_tree(client, member[2:])

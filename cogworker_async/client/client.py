@@ -92,3 +92,12 @@ class Client(Enqueueing):
         job is built first (a mistake writes nothing); returns the handles, stage
         by stage (``.last``: the final result's)."""
         return await enqueue_flow(self, flow)
+
+    async def abort_flow(self, flow: EnqueuedFlow) -> int:
+        """Abort a flow: the jobs of its stage that runs now (as ``abort_batch``), and
+        every later stage ends as failed with ``JobAborted``, never run, whatever its
+        ``if_failed``. Returns how many running or waiting jobs were stopped."""
+        stopped = 0
+        for bid in flow.bids:
+            stopped += await abort_tree(self, bid)
+        return stopped

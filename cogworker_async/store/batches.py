@@ -194,6 +194,7 @@ async def batch_status(redis: Redis, keys: Keys, bid: str) -> dict[str, Any] | N
         "state": batch_state(fields),
         **{name: _count(fields, name) for name in COUNTS},
         "description": fields.get("description", ""),
+        "aborted": "aborted" in fields,
         "parent": fields.get("parent", "").removeprefix(keys.batch_prefix) or None,
         "created_at": _stamp(fields, "created_at"),
         "closed_at": _stamp(fields, "closed_at"),
@@ -260,3 +261,9 @@ async def end_members(redis: Redis, keys: Keys, held: Sequence[Hold], event: Eve
     groups = holds.encode(keys, held, event)
     block: list[EncodableArg] = [len(groups) // holds.HOLD_FIELDS, *groups]
     await script("batch_member_end").run(redis, [hold.key for hold in held], block)
+
+
+async def mark_aborted(redis: Redis, keys: Keys, bid: str) -> bool:
+    """Note on batch ``bid`` that it was aborted (a flow stops after it); False when
+    there is no such batch."""
+    return bool(await script("batch_abort").run(redis, [keys.batch(bid)]))

@@ -24,7 +24,7 @@ from redis.asyncio import Redis
 
 from cogworker_async import payload
 from cogworker_async.context import worker_services
-from cogworker_async.errors import DependencyFailed
+from cogworker_async.errors import DependencyFailed, JobAborted
 from cogworker_async.jobs import job
 from cogworker_async.keys import Keys
 from cogworker_async.store import batches
@@ -80,13 +80,22 @@ async def start_stage(
     return True
 
 
-async def _fail_from(redis: Redis, keys: Keys, flow: dict[str, Any], index: int) -> None:
-    """Stage ``index`` and every later one end as failed (``DependencyFailed``): their
-    result waiters hear it; none of them runs."""
-    message = f"stage {index} of the flow did not all succeed"
+async def _fail_from(
+    redis: Redis,
+    keys: Keys,
+    flow: dict[str, Any],
+    index: int,
+    error_class: str = DEPENDENCY_FAILED,
+) -> None:
+    """Stage ``index`` and every later one end as failed (``DependencyFailed``, or
+    ``JobAborted`` for an aborted flow): their result waiters hear it; none runs."""
+    if error_class == DEPENDENCY_FAILED:
+        message = f"stage {index} of the flow did not all succeed"
+    else:
+        message = "the flow was aborted"
     jids = [m["jid"] for stage in flow["stages"][index:] for m in stage["jobs"]]
     await batches.fail_results(
-        redis, keys, jids, error_class=DEPENDENCY_FAILED, message=message, keep=FLOW_KEEP
+        redis, keys, jids, error_class=error_class, message=message, keep=FLOW_KEEP
     )
 
 
@@ -100,6 +109,10 @@ async def flow_step(flow: dict[str, Any], index: int) -> None:
     succeeded = found is not None and found.get("succeeded") == found.get("total")
     results = [await batches.read_result(redis, keys, m["jid"]) for m in previous["jobs"]]
     policy = flow["stages"][index]["if_failed"]
+    if found is not None and found.get("aborted"):
+        # The flow was aborted (client.abort_flow): nothing after it runs.
+        await _fail_from(redis, keys, flow, index, error_class=JobAborted.__name__)
+        return
     if not succeeded and policy == "drop":
         return
     if not succeeded and policy == "fail":

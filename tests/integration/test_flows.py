@@ -69,7 +69,17 @@ async def fails() -> None:
     raise RuntimeError("step one broke")
 
 
-ALL: list[JobFunction[Any, Any]] = [add, double, text, square, total, fails]
+waiting: dict[str, anyio.Event] = {}
+
+
+@job(name="fl.waits")
+async def waits(x: int) -> int:
+    waiting["started"].set()
+    await anyio.sleep_forever()
+    return x
+
+
+ALL: list[JobFunction[Any, Any]] = [add, double, text, square, total, fails, waits]
 
 
 @pytest.fixture(autouse=True)
@@ -133,6 +143,27 @@ async def test_drop_ends_the_flow_and_run_runs_it_anyway(settings: Settings) -> 
         await anyio.sleep(1.0)  # its step ran beside the other flow's
         assert await client.batch_status(dropped.bids[1]) is None
     assert ran == [("text", None)]
+
+
+async def test_abort_flow_stops_the_running_stage_and_everything_after(
+    settings: Settings,
+) -> None:
+    waiting["started"] = anyio.Event()
+    async with Client(settings) as client, Worker(settings, jobs=ALL):
+        flow = await client.enqueue_flow(
+            chain(add.args(1, 1), waits.args(), step(double.args(), if_failed="run"))
+        )
+        with anyio.fail_after(30):
+            await waiting["started"].wait()
+        assert await client.abort_flow(flow) == 1
+        with pytest.raises(JobFailed) as caught:
+            await flow.last.result(timeout=30)
+        assert caught.value.error_class == "JobAborted"  # though its edge says "run"
+        status = await client.batch_status(flow.bids[1])
+        assert status is not None
+        assert (status["state"], status["failed"], status["aborted"]) == ("complete", 1, True)
+        assert await client.batch_status(flow.bids[2]) is None  # never started
+    assert ("double", None) not in ran
 
 
 async def test_mistakes_are_one_error_and_write_nothing(

@@ -412,3 +412,14 @@ async def test_an_add_under_a_once_token_happens_once(redis: Redis, keys: Keys) 
     assert await redis.llen(keys.queue("default")) == 1
     assert await batches.close_batch(redis, keys, bid) == "done"
     assert await fired(redis, keys) == ["success", "complete"]
+
+
+async def test_mark_aborted_notes_a_batch_and_makes_none(redis: Redis, keys: Keys) -> None:
+    bid = await open_batch(redis, keys)
+    assert await batches.mark_aborted(redis, keys, bid)
+    status = await batches.batch_status(redis, keys, bid)
+    assert status is not None
+    assert status["aborted"] is True
+    gone = new_jid()
+    assert not await batches.mark_aborted(redis, keys, gone)
+    assert not await redis.exists(keys.batch(gone))  # no hash of one field made
