@@ -11,6 +11,7 @@ ends with its right result, each of its stages started once.
 
 from __future__ import annotations
 
+import os
 import random
 import signal
 import subprocess
@@ -29,10 +30,12 @@ from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.chaos, pytest.mark.anyio]
 
-BATCHES = 40
+# `make test` runs it short; COGWORKER_BATCH_CHAOS_SCALE=10 runs ten times as many.
+SCALE = int(os.environ.get("COGWORKER_BATCH_CHAOS_SCALE", "1"))
+BATCHES = 40 * SCALE
 MEMBERS = 8  # per batch; every fourth batch also has a child batch of MEMBERS
-CHAINS = 8  # chains of 4 steps, each adding 1 to the result before it
-CHORDS = 4  # chords of a group of 5 steps and their sum
+CHAINS = 8 * SCALE  # chains of 4 steps, each adding 1 to the result before it
+CHORDS = 4 * SCALE  # chords of a group of 5 steps and their sum
 
 
 def start(settings: Settings, *queues: str) -> subprocess.Popen[bytes]:
@@ -49,7 +52,7 @@ async def member_runs(redis: Redis, keys: Keys) -> int:
     return len(await redis.hkeys(runs_key(keys.ns)))
 
 
-@pytest.mark.timeout(240)
+@pytest.mark.timeout(240 * SCALE)
 async def test_kill_9_mid_run_leaves_no_batch_stuck_and_fires_each_callback_once(
     settings: Settings, redis: Redis, keys: Keys
 ) -> None:
@@ -89,7 +92,8 @@ async def test_kill_9_mid_run_leaves_no_batch_stuck_and_fires_each_callback_once
             for victim in (0, 1):
                 seen = await member_runs(redis, keys)
                 await wait_for(
-                    lambda seen=seen: _more(redis, keys, seen + total_members // 5), timeout=60
+                    lambda seen=seen: _more(redis, keys, seen + total_members // 5),
+                    timeout=60 * SCALE,
                 )
                 procs[victim].send_signal(signal.SIGKILL)
                 procs[victim].wait(timeout=10)
@@ -106,7 +110,7 @@ async def test_kill_9_mid_run_leaves_no_batch_stuck_and_fires_each_callback_once
                 )
 
             # Recovery of a killed worker's jobs takes about orphan_threshold + a check.
-            await wait_for(all_done, timeout=150, interval=0.5)
+            await wait_for(all_done, timeout=150 * SCALE, interval=0.5)
             await anyio.sleep(1.0)  # a second firing of any callback would land by now
             ledger = {
                 k.decode(): int(v) for k, v in (await redis.hgetall(callbacks_key(keys.ns))).items()
