@@ -1,11 +1,10 @@
 """Jobs of the batch chaos test (tests/chaos/test_batch_crashes.py), run by worker
 subprocesses: ``cogworker-async worker tests.batch_jobs``.
 
-A member sleeps a little and notes each run it finished; a callback notes, per
-(bid, event), how many times it ran; ``inc`` and ``total`` are the steps of
-the chains and chords run beside the batches. Callbacks go to their own queue, served by
-a worker that is never killed, so each callback enqueued runs exactly once:
-the count is the number of times it was enqueued.
+A member sleeps a little and notes each run it finished; ``inc`` and
+``total`` are the steps of the chains and chords run beside the batches. The
+callback job goes to its own queue, which the chaos tests leave unread: that
+queue is their ledger of how often each callback was enqueued.
 """
 
 from __future__ import annotations
