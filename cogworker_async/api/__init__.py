@@ -16,10 +16,11 @@ metrics history per minute and per day), ``sets`` (the
 retry, dead and schedule sets), ``running`` (processes, what they run,
 signals), ``quarantine`` (keys the key guard moved aside), ``periodic``
 (periodic entries: list, run now, pause/resume), ``locks`` (unique-job locks: list,
-delete, delete the orphaned); ``_common`` holds
+delete, delete the orphaned), ``batches`` (batches: recent, one in full); ``_common`` holds
 the shared helpers. Import from here: the submodules are not the interface.
 """
 
+from cogworker_async.api.batches import list_batches, show_batch
 from cogworker_async.api.history import (
     MAX_DAYS,
     MAX_MINUTES,
@@ -130,6 +131,7 @@ __all__ = [
     "history",
     "human_size",
     "kept_result",
+    "list_batches",
     "list_entries",
     "list_locks",
     "list_locks_page",
@@ -150,5 +152,6 @@ __all__ = [
     "run_periodic_now",
     "send_signal",
     "set_key",
+    "show_batch",
     "stats",
 ]

@@ -35,6 +35,7 @@ NAV = (
     ("dead", "/dead", "Dead"),
     ("periodic", "/periodic", "Periodic"),
     ("locks", "/locks", "Locks"),
+    ("batches", "/batches", "Batches"),
     ("quarantine", "/quarantine", "Quarantine"),
     ("metrics", "/metrics", "Metrics"),
 )

@@ -220,6 +220,37 @@ async def locks(request: Request) -> Response:
     )
 
 
+BATCHES_SHOWN = 50  # the newest, as `batches list`
+
+
+def _done_share(batch: dict[str, Any]) -> float:
+    total = batch["total"]
+    ended = batch["succeeded"] + batch["failed"] + batch["dead"]
+    return min(1.0, ended / total) if total else (1.0 if batch["pending"] == 0 else 0.0)
+
+
+async def batches(request: Request) -> Response:
+    """The newest batches: state, a progress bar, counts, callbacks."""
+    ui = ui_of(request)
+    found = await api.list_batches(redis_of(request), ui.keys, BATCHES_SHOWN)
+    for batch in found:
+        batch["done_share"] = _done_share(batch)
+    return render(request, "batches.html", batches=found, batch=None, page="batches")
+
+
+async def batch(request: Request) -> Response:
+    """One batch: its counts, callbacks and the members still pending."""
+    ui = ui_of(request)
+    bid = request.path_params["bid"]
+    found = await api.show_batch(redis_of(request), ui.keys, bid)
+    if found is None:
+        return render(
+            request, "error.html", status_code=404, problem=f"no batch {bid}", page="batches"
+        )
+    found["done_share"] = _done_share(found)
+    return render(request, "batches.html", batches=[found], batch=found, page="batches")
+
+
 METRICS_MINUTES = 60  # the default, as `stats --history`
 # Up to every minute kept: settled minutes come parsed from the app's cache
 # (web/minute_cache.py), so 240 busy minutes of 50 job names cost a read of the
@@ -355,6 +386,8 @@ def routes() -> list[BaseRoute]:
         Route("/queues/{name}", queue),
         Route("/periodic", periodic),
         Route("/locks", locks),
+        Route("/batches", batches),
+        Route("/batches/{bid}", batch),
         Route("/quarantine", quarantine),
         Route("/metrics", metrics_page),
         Route("/metrics/job", job_metrics_page),

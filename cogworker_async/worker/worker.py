@@ -25,6 +25,7 @@ from typing import Any
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
+from cogworker_async.context import reset_worker_services, set_worker_services
 from cogworker_async.jobs import JobRegistry, JobSpec
 from cogworker_async.keys import Keys
 from cogworker_async.middleware import ServerMiddleware
@@ -41,6 +42,7 @@ from cogworker_async.worker.parts_view import PartsView
 from cogworker_async.worker.processor import Processors
 from cogworker_async.worker.shutdown import finish
 from cogworker_async.worker.signals import stop_on_signals
+from cogworker_async.workflows import FLOW_STEP
 
 log = logging.getLogger("cogworker_async.worker")
 
@@ -84,6 +86,7 @@ class Worker(PartsView):
         self.handle_signals = handle_signals
         self.keys = Keys(self.settings.namespace)
         self.registry = JobRegistry(jobs)
+        self.registry.add_builtin(FLOW_STEP)  # a flow's next stage may be started by any worker
         self.middleware = list(middleware)
         self.identity = new_identity()
         self.log = logger or log
@@ -186,6 +189,7 @@ class Worker(PartsView):
         settings = self.settings
         redis = connect(settings, max_connections=None)
         blocking = connect(settings, max_connections=2, client_name=wait_name(self.identity))
+        lent = set_worker_services((redis, self.keys))  # for a flow's steps
         try:
             for client in (redis, blocking):
                 await discovered(client, settings.socket_timeout)
@@ -196,6 +200,7 @@ class Worker(PartsView):
                     await anyio.to_thread.run_sync(self.heartbeat.close)
                 await redis.aclose()
                 await blocking.aclose()
+            reset_worker_services(lent)
         announce()  # stopped before it ran (an error instead goes to the caller as itself)
 
     async def _serve(self, redis: Any, blocking: Any, announce: Callable[[], None]) -> None:

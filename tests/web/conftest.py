@@ -36,6 +36,7 @@ PAGES = [
     "/retries?q=script",
     "/periodic",
     "/locks",
+    "/batches",
     "/quarantine",
     "/metrics",
     "/metrics?minutes=240",
