@@ -94,6 +94,12 @@ $(DOCS_STAMP): $(STAMP) pyproject.toml
 docs: $(DOCS_STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
+# Issue 25: the dashboard's pictures in the docs (docs/images/dashboard-desktop.png and
+# dashboard-phone.png), taken in headless Chromium from a live worker and UI.
+.PHONY: docs-images
+docs-images: $(STAMP)
+	COGWORKER_BROWSER_TESTS=1 COGWORKER_DOCS_IMAGES=1 $(BIN)/pytest -q tests/browser/test_docs_screenshots.py
+
 # Issue 25: the wheel and sdist as PyPI would get them, checked by twine
 # (tests/integration/test_wheel.py installs the wheel into a fresh venv and runs a job).
 dist: $(STAMP)

@@ -88,7 +88,7 @@ async def _main(args: argparse.Namespace, loop_name: str) -> dict:
     redis = Redis.from_url(args.redis_url)
     if args.latency_key:
         jobs.configure_sink(redis, args.latency_key)
-    worker = Worker(settings, jobs=jobs.ALL)
+    worker = Worker(settings, jobs=jobs.ALL, middleware=[jobs.pass_through] * args.middleware)
     worker.freeze_heap = hasattr(worker, "freeze_heap")  # as the CLI's worker (worker/heap.py)
     run = asyncio.create_task(worker.run())
     try:
@@ -123,6 +123,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--target", type=int, required=True, help="jobs processed to wait for")
     parser.add_argument("--latency-key", help="Redis list the latency job appends to")
+    parser.add_argument(
+        "--middleware", type=int, default=0, help="pass-through server middleware layers"
+    )
     parser.add_argument("--poll", type=float, default=0.005)
     parser.add_argument("--timeout", type=float, default=110.0)
     parser.add_argument("--uvloop", action="store_true")

@@ -226,6 +226,7 @@ class WorkerProc:
         use_uvloop: bool = False,
         latency_key: str | None = None,
         give_up_after: float = 110.0,
+        middleware: int = 0,
     ) -> WorkerProc:
         argv = [
             sys.executable, str(WORKER_PROC),
@@ -239,6 +240,8 @@ class WorkerProc:
             argv += ["--queue", queue]
         if latency_key:
             argv += ["--latency-key", latency_key]
+        if middleware:
+            argv += ["--middleware", str(middleware)]
         expected_loop = "asyncio"
         if use_uvloop and uvloop_factory(True)[0] is not None:
             argv.append("--uvloop")

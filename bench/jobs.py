@@ -139,3 +139,8 @@ async def hold(i: int, seconds: float) -> None:
 
 
 ALL = [noop, sleep, latency, delayed, record, hold]
+
+
+async def pass_through(job: dict[str, Any], call_next: Any) -> None:
+    """A server middleware that does nothing but run the job: what a layer costs."""
+    await call_next()

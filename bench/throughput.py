@@ -2,6 +2,7 @@
 
 Modes:
   noop      20,000 no-op ``async def`` jobs, concurrency 50, one queue
+  middleware  the same through one pass-through server middleware
   weighted  20,000 no-op jobs split evenly over queues a:3, b:2, c:1, concurrency 50
   io        5,000 jobs that each ``await asyncio.sleep(0.01)``, concurrency 100
 
@@ -39,6 +40,7 @@ class Mode:
     queues: tuple[str, ...]
     handler: Any
     sleep: float = 0.0  # seconds each job sleeps (io mode)
+    middleware: int = 0  # pass-through server middleware layers in the worker
 
 
 MODES = {
@@ -59,6 +61,12 @@ MODES = {
     "result": Mode(
         "result", "throughput noop, results kept (20,000 jobs, c=50, 1 queue)", 20_000, 50,
         ("default",), jobs.noop.options(keep_result=600),
+    ),
+    # A no-op job through one server middleware that only awaits call_next:
+    # what a layer costs the worker (issue 26 §3).
+    "middleware": Mode(
+        "middleware", "throughput noop, 1 pass-through middleware (20,000 jobs, c=50, 1 queue)",
+        20_000, 50, ("default",), jobs.noop, middleware=1,
     ),
     "io": Mode(
         "io", "throughput io (5,000 x sleep 10 ms, c=100)", 5_000, 100, ("default",), jobs.sleep,
@@ -107,6 +115,7 @@ async def run_once(url: str, mode: Mode, *, use_uvloop: bool = False) -> dict[st
             concurrency=mode.concurrency,
             target=mode.total,
             use_uvloop=use_uvloop,
+            middleware=mode.middleware,
         )
         try:
             report = await worker.report()

@@ -11,8 +11,10 @@ from cogworker_async.client import AbortOutcome, Client, JobHandle
 from cogworker_async.client.tracking import JobStatus
 from cogworker_async.context import JobContext, current_job, lifespan_state
 from cogworker_async.errors import (
+    BatchGone,
     CogworkerError,
     ConfigurationError,
+    DependencyFailed,
     JobAborted,
     JobError,
     JobFailed,
@@ -33,13 +35,16 @@ from cogworker_async.jobs import BoundJob, JobFunction, job
 from cogworker_async.periodic import periodic
 from cogworker_async.settings import Settings
 from cogworker_async.worker.worker import Worker
+from cogworker_async.workflows import chain, chord, group, step
 
 __all__ = [
     "AbortOutcome",
+    "BatchGone",
     "BoundJob",
     "Client",
     "CogworkerError",
     "ConfigurationError",
+    "DependencyFailed",
     "JobAborted",
     "JobContext",
     "JobError",
@@ -59,9 +64,13 @@ __all__ = [
     "UnparseableJob",
     "Worker",
     "__version__",
+    "chain",
+    "chord",
     "current_job",
+    "group",
     "job",
     "lifespan_state",
     "limits",
     "periodic",
+    "step",
 ]

@@ -31,6 +31,13 @@ class JobContext:
     payload: dict[str, Any]
 
     @property
+    def batch(self) -> str | None:
+        """The bid of the batch this job is a member of (None: none); add members to
+        it while this job runs with ``client.batch_of(current_job().batch)``."""
+        bid = self.payload.get("batch")
+        return bid if isinstance(bid, str) else None
+
+    @property
     def state(self) -> Any:
         """What the worker's lifespan yielded (``RuntimeError`` if it has none).
 
@@ -201,3 +208,25 @@ def set_lifespan_state(state: Any) -> Token[Any]:
 
 def reset_lifespan_state(token: Token[Any]) -> None:
     _state.reset(token)
+
+
+# What a worker lends the library's own jobs (a flow's step): its Redis client
+# and keys, set once per worker in its own task (inherited as the lifespan
+# state is), so a step enqueues through the worker's connection.
+_services: ContextVar[Any] = ContextVar("cogworker_worker_services", default=None)
+
+
+def set_worker_services(services: Any) -> Token[Any]:
+    return _services.set(services)
+
+
+def reset_worker_services(token: Token[Any]) -> None:
+    _services.reset(token)
+
+
+def worker_services() -> Any:
+    """The running worker's (redis, keys); ``RuntimeError`` outside a worker's jobs."""
+    services = _services.get()
+    if services is None:
+        raise RuntimeError("no worker here: a flow's step runs only as a worker's job")
+    return services

@@ -14,12 +14,14 @@
     │   ├── ResultExpired       the job finished but its result's ``keep_result`` ran out
     │   └── ResultCorrupt       the result key holds what no worker wrote (named, kept)
     ├── StatusCorrupt           a status hash holds a field we cannot read (named, kept)
+    ├── BatchGone               a batch is gone or over: no member can join it
     └── JobError                recorded on a job as its ``error_class``
         ├── UnparseableJob      payload is not a JSON object with a queue
         ├── UnknownJob          no handler registered under the job's ``class``
         ├── JobTimeout          the handler ran past its ``timeout``
         ├── ResultNotJSON       a ``keep_result`` job returned a value that is not JSON
-        └── ProcessDied         its process died while running it too often
+        ├── ProcessDied         its process died while running it too often
+        └── DependencyFailed    a flow's step before it did not succeed (it never ran)
 
 Mistakes in arguments (a non-JSON argument at enqueue) stay builtins:
 ``TypeError`` and ``ValueError``.
@@ -108,6 +110,14 @@ class ResultCorrupt(ResultError):
     the wrong type): the key is named and left as found, for a human."""
 
 
+class BatchGone(CogworkerError):
+    """The batch does not exist, or is over: no member (nor child batch) can join it."""
+
+
 class StatusCorrupt(CogworkerError):
     """The job's status hash holds a field we cannot read (or is the wrong type):
     the key and field are named, the key left as found."""
+
+
+class DependencyFailed(JobError):
+    """A flow's step before this one did not succeed: this one never ran (``if_failed="fail"``)."""

@@ -112,6 +112,11 @@ class HoldKind:
     # "string": the key holds the owner; "member": the key is a set, the owner
     # one member (its prefix ends with MEMBER_PREFIX_END; released only, never kept).
     shape: str = "string"
+    # A *counted* kind (a batch membership): its key is no lock but a record of
+    # members, and a release counts how the member ended, per event it releases
+    # on ("succeeded", "failed", "dead"; ``includes/batch_end.lua``). None: a
+    # plain lock, released by deleting it.
+    outcomes: Mapping[Event, str] | None = None
 
     def rule(self, event: Event) -> Rule:
         return self.rules[event]
@@ -153,6 +158,14 @@ def declare(kind: HoldKind) -> HoldKind:
         )
     if kind.shape == "member" and any(rule is Rule.KEEP for rule in kind.rules.values()):
         raise ValueError(f"hold kind {kind.name!r}: a member hold is released, never kept")
+    if kind.outcomes is not None:
+        counted = [e.value for e, r in kind.rules.items() if r is Rule.RELEASE]
+        unnamed = [name for name in counted if Event(name) not in kind.outcomes]
+        if unnamed or any(r is Rule.KEEP for r in kind.rules.values()):
+            raise ValueError(
+                f"hold kind {kind.name!r}: a counted kind releases or leaves (never keeps), "
+                f"with an outcome per release (none for {', '.join(unnamed) or '-'})"
+            )
     _KINDS[kind.name] = kind
     return kind
 
@@ -252,10 +265,47 @@ LIMIT_SLOT = declare(
 )
 
 
+# A batch membership (workflows: ``client.batch``): the payload's ``batch``
+# field names the batch, its key ``<ns>:batch:<bid>``. Released only at the
+# job's end, each end counted (success, failure, death) by
+# ``includes/batch_end.lua`` in the step that settles it; anything that runs
+# the job again (a retry, a requeue, an operator's retry) leaves it.
+BATCH = declare(
+    HoldKind(
+        "batch",
+        prefix=lambda keys: keys.batch_prefix,
+        default_ttl=3600.0,  # unused: a membership is never kept with a TTL
+        rules=_rules(
+            retry=Rule.LEAVE,
+            operator_retry=Rule.LEAVE,
+            recovery_requeue=Rule.LEAVE,
+            shutdown_requeue=Rule.LEAVE,
+        ),
+        payload=InPayload(key=("batch",), named=True),
+        outcomes={
+            Event.ACK: "succeeded",
+            Event.DEAD: "dead",
+            Event.DISCARD: "failed",
+            Event.ABORT: "failed",
+            Event.BURIAL: "dead",
+            Event.OPERATOR_DELETE: "failed",
+            Event.OPERATOR_KILL: "dead",
+        },
+    )
+)
+
+
 def released(holds: Iterable[Hold], event: Event) -> list[Hold]:
-    """The holds ``event`` releases (what a caller hands over when it cannot
-    settle the job in a script step)."""
-    return [hold for hold in holds if kind_of(hold).rule(event) is Rule.RELEASE]
+    """The lock holds ``event`` releases (what a caller hands over when it cannot
+    settle the job in a script step). A counted hold (a batch membership) is
+    never handed over as a lock: the step that drops or files the job later
+    (``requeue.lua``'s ``d:`` marks, ``file_unsettled.lua``) counts it from
+    the payload."""
+    return [
+        hold
+        for hold in holds
+        if kind_of(hold).rule(event) is Rule.RELEASE and kind_of(hold).outcomes is None
+    ]
 
 
 def encode(
@@ -272,7 +322,9 @@ def encode(
         if rule is Rule.LEAVE:
             continue
         ttl: str | int = ""
-        if rule is Rule.KEEP:
+        if kind.outcomes is not None:
+            ttl = "@" + kind.outcomes[event]  # a counted release: how the member ended
+        elif rule is Rule.KEEP:
             seconds = max(0.0, wait) + (kind.default_ttl if hold.ttl is None else hold.ttl)
             ttl = max(1, int(seconds * 1000))
         groups.extend((position, kind.prefix(keys), hold.key, hold.owner, ttl))
@@ -345,9 +397,14 @@ def holds_in(
 def read(job: Mapping[str, Any], keys: Keys, *, started: bool = True) -> tuple[Hold, ...]:
     """Every hold a decoded job names in its payload, one per kind at most but
     for a ``many`` kind's (``started``: see ``hold_in``)."""
-    return tuple(
-        hold for kind in _KINDS.values() for hold in holds_in(job, kind, keys, started=started)
-    )
+    found: list[Hold] = []
+    for kind in _KINDS.values():
+        # The field looked up first: a job that names none of the kinds (a
+        # plain job) pays one dict lookup per kind, no call.
+        spec = kind.payload
+        if spec is not None and spec.key[0] in job:
+            found.extend(holds_in(job, kind, keys, started=started))
+    return tuple(found)
 
 
 def kinds_table(keys: Keys) -> bytes:
@@ -376,6 +433,7 @@ def kinds_spec(keys: Keys) -> list[dict[str, Any]]:
                 "prefix": kind.prefix(keys),
                 "default_ttl": max(1, int(kind.default_ttl * 1000)),
                 "rules": {event.value: rule.value for event, rule in kind.rules.items()},
+                "outcomes": {e.value: o for e, o in (kind.outcomes or {}).items()} or False,
             }
         )
     return table

@@ -6,7 +6,7 @@ import importlib
 import inspect
 import sys
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Generic, Literal, ParamSpec, TypeVar, Unpack, overload
 
@@ -83,6 +83,9 @@ class JobArgs(Generic[F]):
 
     args: tuple[Any, ...]
     kwargs: dict[str, Any]
+    # The job these are for (``job.args(...)`` sets it): what a batch's callback
+    # or a flow's step enqueues. None: built bare, for ``enqueue_many`` only.
+    job: Any = field(default=None, compare=False)
 
 
 def _positional_fit(signature: inspect.Signature | None) -> range:
@@ -177,8 +180,9 @@ class JobFunction(Generic[P, R]):
         return f"<job {self.name!r} queue={self.defaults.queue!r}>"
 
     def args(self, *args: P.args, **kwargs: P.kwargs) -> JobArgs[JobFunction[P, R]]:
-        """One job's arguments for ``Client.enqueue_many``, type-checked like a call."""
-        return JobArgs(args, kwargs)
+        """One job's arguments for ``Client.enqueue_many``, type-checked like a call
+        (also a batch's callback, or a flow's step: it remembers the job)."""
+        return JobArgs(args, kwargs, self)
 
     def options(self, **options: Unpack[EnqueueOptionArgs]) -> BoundJob[P, R]:
         """This job with options for one enqueue: any of ``EnqueueOptionArgs``
@@ -199,8 +203,9 @@ class BoundJob(Generic[P, R]):
         return self.function.name
 
     def args(self, *args: P.args, **kwargs: P.kwargs) -> JobArgs[JobFunction[P, R]]:
-        """One job's arguments for ``Client.enqueue_many``, type-checked like a call."""
-        return JobArgs(args, kwargs)
+        """One job's arguments for ``Client.enqueue_many``, type-checked like a call
+        (also a batch's callback, or a flow's step: it remembers the job)."""
+        return JobArgs(args, kwargs, self)
 
 
 @overload
@@ -282,6 +287,7 @@ class JobRegistry:
 
     def __init__(self, jobs: Iterable[JobSpec] | JobSpec = ()) -> None:
         self._by_name: dict[str, JobFunction[Any, Any]] = {}
+        self._builtin: dict[str, JobFunction[Any, Any]] = {}
         # One given alone, not in a list (a string would iterate as letters).
         items: Iterable[object] = (
             jobs if isinstance(jobs, Iterable) and not isinstance(jobs, str) else [jobs]
@@ -319,12 +325,26 @@ class JobRegistry:
         for function in found:
             self.add(function)
 
+    def add_builtin(self, function: JobFunction[Any, Any]) -> None:
+        """A job of the library's own (a flow's step): run by every worker, not listed
+        among the user's jobs (``names``, ``len``)."""
+        self._builtin[function.name] = function
+
     def get(self, name: str) -> JobFunction[Any, Any] | None:
-        return self._by_name.get(name)
+        found = self._by_name.get(name)
+        return found if found is not None else self._builtin.get(name)
 
     @property
     def names(self) -> list[str]:
         return sorted(self._by_name)
+
+    @property
+    def default_queues(self) -> dict[str, list[str]]:
+        """Queue → the names of the jobs declared on it (``@job(queue=...)``), sorted."""
+        by_queue: dict[str, list[str]] = {}
+        for name in self.names:
+            by_queue.setdefault(self._by_name[name].defaults.queue, []).append(name)
+        return by_queue
 
     @property
     def schedules(self) -> list[Entry]:

@@ -277,6 +277,25 @@ class Keys:
         """Entry name -> its last run's outcome (JSON), for `periodic list`."""
         return f"{self.ns}:periodic:results"
 
+    def batch(self, bid: str) -> str:
+        """A batch (a hash: state, counts, callbacks); also the key of a member's
+        batch hold (``holds.BATCH``), its prefix ``batch_prefix``."""
+        return f"{self.ns}:batch:{bid}"
+
+    @property
+    def batch_prefix(self) -> str:
+        return f"{self.ns}:batch:"
+
+    def batch_pending(self, bid: str) -> str:
+        """A batch's members that have not ended: a set of jids (``b:<bid>`` for a
+        child batch). Under its own prefix, so no payload can name it as a hold."""
+        return f"{self.ns}:batch_pending:{bid}"
+
+    @property
+    def batches(self) -> str:
+        """Every batch's bid, scored by when it was opened (``batches list``)."""
+        return f"{self.ns}:batches"
+
     def status(self, jid: str) -> str:
         return f"{self.ns}:status:{jid}"
 

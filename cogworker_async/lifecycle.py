@@ -123,6 +123,8 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition(None, S.QUEUED, "enqueue_unique", "unique enqueue"),
     Transition(None, S.SCHEDULED, "enqueue_unique", "unique enqueue with delay/at"),
     Transition(None, S.QUEUED, "periodic_claim", "periodic slot claimed"),
+    Transition(None, S.QUEUED, "batch_add", "batch member enqueue"),
+    Transition(None, S.SCHEDULED, "batch_add", "batch member enqueue with delay/at"),
     # Waiting to running, and due entries onto their queues.
     Transition(S.SCHEDULED, S.QUEUED, "graduate", "due"),
     Transition(S.RETRYING, S.QUEUED, "graduate", "due"),
@@ -180,6 +182,10 @@ del S
 
 # Every other script of lua_scripts/ and why it moves no job between places.
 MOVES_NO_JOB: dict[str, str] = {
+    "batch_open": "creates a batch (and its membership in a parent batch)",
+    "batch_member_end": "counts batch members' ends a settling step could not (basic fetch)",
+    "batch_abort": "notes on a batch that it was aborted (its members are aborted one by one)",
+    "batch_close": "closes a batch; may push its callbacks, new jobs (as enqueue does)",
     "abort_running": "leaves a tombstone and notifies the runner; the runner settles the job",
     "delete_orphan_locks": "deletes unique locks whose holder is in no place",
     "deregister": "removes a leaving process's presence and registry entries",

@@ -10,7 +10,9 @@ gracefully; the supervisor exits 0 once all have.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import signal
 import subprocess
 import sys
@@ -24,9 +26,14 @@ log = logging.getLogger("cogworker_async.swarm")
 QUICK_DEATH = 10.0
 MAX_RESTART_DELAY = 30.0
 POLL = 0.2
-# A child just started is still importing (and can't yet stop gracefully): its
-# memory is judged once it has run a moment.
+# A child just started is still importing and can't yet stop gracefully (its
+# SIGTERM handler is not installed): its memory is judged once it has said, on
+# a pipe, that it handles SIGTERM (worker/signals.py), and has run a moment.
 MEMORY_GRACE = 2.0
+# A child that never says so (an older version, a broken pipe) is judged anyway
+# after this long.
+READY_WAIT = 120.0
+READY_FD_ENV = "COGWORKER_READY_FD"  # as worker/signals.py reads it
 
 
 def rss_mb(pid: int) -> float | None:
@@ -46,6 +53,29 @@ class Child:
     started: float
     delay: float = 0.0
     retiring: bool = False
+    # Our end of the pipe the child says "ready" on; None once heard (or closed).
+    ready_fd: int | None = None
+
+    def handles_stop(self) -> bool:
+        """Whether the child has said that SIGTERM stops it gracefully (non-blocking)."""
+        if self.ready_fd is None:
+            return True
+        try:
+            said = os.read(self.ready_fd, 1)
+        except BlockingIOError:
+            return False
+        except OSError:
+            said = b""
+        # b"" (closed without a word: it exited, or never says): judged as the others.
+        del said
+        self.close_pipe()
+        return True
+
+    def close_pipe(self) -> None:
+        if self.ready_fd is not None:
+            with contextlib.suppress(OSError):
+                os.close(self.ready_fd)
+            self.ready_fd = None
 
 
 class Swarm:
@@ -58,8 +88,17 @@ class Swarm:
         self.signals = 0
 
     def spawn(self, slot: int, delay: float = 0.0) -> None:
-        process = subprocess.Popen(self.command)  # noqa: S603
-        self.children[slot] = Child(process, time.monotonic(), delay)
+        ours, theirs = os.pipe()
+        os.set_blocking(ours, False)
+        env = {**os.environ, READY_FD_ENV: str(theirs)}
+        try:
+            process = subprocess.Popen(self.command, env=env, pass_fds=(theirs,))  # noqa: S603
+        finally:
+            os.close(theirs)
+        old = self.children.get(slot)
+        if old is not None:
+            old.close_pipe()
+        self.children[slot] = Child(process, time.monotonic(), delay, ready_fd=ours)
         log.info("swarm: child %d started (pid %d)", slot, process.pid)
 
     def on_signal(self, signum: int, _frame: FrameType | None) -> None:
@@ -96,6 +135,8 @@ class Swarm:
         if self.max_rss_mb is None or child.retiring:
             return
         if time.monotonic() - child.started < MEMORY_GRACE:
+            return
+        if not child.handles_stop() and time.monotonic() - child.started < READY_WAIT:
             return
         used = rss_mb(child.process.pid)
         if used is not None and used > self.max_rss_mb:

@@ -17,10 +17,11 @@ retry, dead and schedule sets), ``running`` (processes, what they run,
 signals), ``quarantine`` (keys the key guard moved aside), ``periodic``
 (periodic entries: list, run now, pause/resume), ``locks`` (unique-job locks: list,
 delete, delete the orphaned), ``limits`` (rate and concurrency limits: list,
-set, clear); ``_common`` holds
+set, clear), ``batches`` (batches: recent, one in full); ``_common`` holds
 the shared helpers. Import from here: the submodules are not the interface.
 """
 
+from cogworker_async.api.batches import list_batches, show_batch
 from cogworker_async.api.history import (
     MAX_DAYS,
     MAX_MINUTES,
@@ -134,6 +135,7 @@ __all__ = [
     "history",
     "human_size",
     "kept_result",
+    "list_batches",
     "list_entries",
     "list_limits",
     "list_locks",
@@ -156,5 +158,6 @@ __all__ = [
     "send_signal",
     "set_key",
     "set_limit",
+    "show_batch",
     "stats",
 ]

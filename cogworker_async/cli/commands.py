@@ -23,6 +23,7 @@ from pydantic_settings import SettingsError
 from redis.asyncio import Redis
 
 from cogworker_async.cli import admin as cli_admin
+from cogworker_async.cli import batches as batches_cli
 from cogworker_async.cli import jobs as cli_jobs
 from cogworker_async.cli import limits as limits_cli
 from cogworker_async.cli import locks as locks_cli
@@ -117,6 +118,7 @@ periodic_cli.register(app, run=_run_admin, fail=fail)
 cli_web.register(app, build_settings=build_settings, fail=fail)
 locks_cli.register(app, run=_run_admin, fail=fail)
 limits_cli.register(app, run=_run_admin, fail=fail)
+batches_cli.register(app, run=_run_admin, fail=fail)
 
 
 def _version(value: bool) -> None:

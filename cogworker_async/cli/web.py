@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Callable
 from typing import Annotated, Any
 
@@ -68,6 +69,12 @@ def register(app: typer.Typer, *, build_settings: Callable[..., Any], fail: Fail
             typer.echo(
                 f"answering Host {', '.join(hosts)} (--allowed-host NAME for another)", err=True
             )
+        taken = port_taken(host, port)
+        if taken is not None:
+            raise fail(
+                f"cannot listen on {host}:{port} ({taken}): is your app there? "
+                f"Give the UI another port: --port {port + 1 if port < 65535 else 8001}"
+            )
         uvicorn.run(
             create_app(settings, auth=auth, read_only=read_only, allowed_hosts=hosts),
             host=host,
@@ -75,3 +82,19 @@ def register(app: typer.Typer, *, build_settings: Callable[..., Any], fail: Fail
             root_path=root_path,
             log_level="info",
         )
+
+
+def port_taken(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be listened on (in use, say), or None: asked before
+    uvicorn starts, so the answer is one line naming ``--port``, not a server that
+    starts up and shuts down again. Port 0 (any free one) is never taken."""
+    if port == 0:
+        return None
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET  # uvicorn's choice
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+            probe.bind((host, port))
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    return None

@@ -99,6 +99,31 @@ def connect(
     return Redis.from_pool(pool)  # the client owns the pool and closes it
 
 
+async def keep_names_if_allowed(blocking: Redis, probe: Redis) -> bool:
+    """Whether the user may name its connections (``CLIENT SETNAME``); if not, the
+    connections ``blocking`` opens from now on go unnamed rather than fail to open.
+
+    An ACL without ``+client|setname`` refuses the name each connection sends as
+    it connects, and every blocking wait would fail. Asked on ``probe`` (one
+    connection, its name set and cleared in one pipeline). Unnamed waits still
+    end: a stop then waits for Redis's own timeout (``fetch_idle_max_interval``).
+    A client that names no connections (a cluster's, a sentinel's): True, no call.
+    """
+    pool = getattr(blocking, "connection_pool", None)
+    if pool is None or not pool.connection_kwargs.get("client_name"):
+        return True
+    async with probe.pipeline(transaction=False) as pipe:
+        pipe.execute_command("CLIENT", "SETNAME", "cogworker-probe")
+        pipe.execute_command("CLIENT", "SETNAME", "")
+        named, _cleared = await pipe.execute(raise_on_error=False)
+    if isinstance(named, ResponseError):
+        pool.connection_kwargs.pop("client_name", None)
+        return False
+    if isinstance(named, Exception):
+        raise named
+    return True
+
+
 async def unblock_named(redis: Redis, name: str) -> int:
     """End, as if timed out, every blocking command the connections named ``name``
     have waiting on the server (``CLIENT UNBLOCK``): how many there were.

@@ -36,6 +36,7 @@ NAV = (
     ("periodic", "/periodic", "Periodic"),
     ("locks", "/locks", "Locks"),
     ("limits", "/limits", "Limits"),
+    ("batches", "/batches", "Batches"),
     ("quarantine", "/quarantine", "Quarantine"),
     ("metrics", "/metrics", "Metrics"),
 )

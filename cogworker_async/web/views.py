@@ -8,13 +8,13 @@ from typing import Any
 import orjson
 from redis.exceptions import ResponseError
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, JSONResponse, Response
+from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from cogworker_async import api
 from cogworker_async.settings import check_queue_name
 from cogworker_async.store.faults import is_wrong_type
-from cogworker_async.web import metrics, params, reads
+from cogworker_async.web import feed, metrics, params, reads
 from cogworker_async.web.charts import line_chart
 from cogworker_async.web.pages import redis_of, render, ui_of
 
@@ -58,7 +58,7 @@ async def stats_json(request: Request) -> Response:
     stats = await api.stats(redis, ui.keys)
     procs = await api.processes(redis, ui.keys)
     today = await reads.history(redis, ui.keys, days=1)
-    return JSONResponse(
+    return feed.FeedResponse(
         {
             "time": time.time(),
             "processed": stats.processed,
@@ -69,6 +69,7 @@ async def stats_json(request: Request) -> Response:
             "processes": stats.processes,
             "busy": reads.busy_count(procs),
             "enqueued": sum(q.size for q in stats.queues),
+            "queues": feed.queue_rows(request, stats.queues),
             "today": {
                 "day": today.days[-1],
                 "processed": today.processed[-1],
@@ -235,6 +236,37 @@ async def limits(request: Request) -> Response:
     )
 
 
+BATCHES_SHOWN = 50  # the newest, as `batches list`
+
+
+def _done_share(batch: dict[str, Any]) -> float:
+    total = batch["total"]
+    ended = batch["succeeded"] + batch["failed"] + batch["dead"]
+    return min(1.0, ended / total) if total else (1.0 if batch["pending"] == 0 else 0.0)
+
+
+async def batches(request: Request) -> Response:
+    """The newest batches: state, a progress bar, counts, callbacks."""
+    ui = ui_of(request)
+    found = await api.list_batches(redis_of(request), ui.keys, BATCHES_SHOWN)
+    for batch in found:
+        batch["done_share"] = _done_share(batch)
+    return render(request, "batches.html", batches=found, batch=None, page="batches")
+
+
+async def batch(request: Request) -> Response:
+    """One batch: its counts, callbacks and the members still pending."""
+    ui = ui_of(request)
+    bid = request.path_params["bid"]
+    found = await api.show_batch(redis_of(request), ui.keys, bid)
+    if found is None:
+        return render(
+            request, "error.html", status_code=404, problem=f"no batch {bid}", page="batches"
+        )
+    found["done_share"] = _done_share(found)
+    return render(request, "batches.html", batches=[found], batch=found, page="batches")
+
+
 METRICS_MINUTES = 60  # the default, as `stats --history`
 # Up to every minute kept: settled minutes come parsed from the app's cache
 # (web/minute_cache.py), so 240 busy minutes of 50 job names cost a read of the
@@ -371,6 +403,8 @@ def routes() -> list[BaseRoute]:
         Route("/periodic", periodic),
         Route("/locks", locks),
         Route("/limits", limits),
+        Route("/batches", batches),
+        Route("/batches/{bid}", batch),
         Route("/quarantine", quarantine),
         Route("/metrics", metrics_page),
         Route("/metrics/job", job_metrics_page),

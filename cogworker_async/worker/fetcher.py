@@ -225,13 +225,13 @@ class Fetcher:
         return self._acks.take_start(jid)
 
     @property
+    def redis(self) -> Redis:
+        return self._redis
+
+    @property
     def keys(self) -> Keys:
         """The namespace's key names this fetcher reads and acks under."""
         return self._keys
-
-    @property
-    def redis(self) -> Redis:
-        return self._redis
 
     @property
     def identity(self) -> str:

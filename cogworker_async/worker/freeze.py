@@ -164,6 +164,13 @@ class FreezeGuard:
         self._update_watch()
         return True
 
+    def _held(self) -> Counter[bytes]:
+        """Every copy this process holds: taken by a processor, handed, or ready."""
+        held = Counter(self._claimed())
+        held.update(self._handout.handed)
+        held.update(self._handout.ready)
+        return held
+
     def _update_watch(self) -> None:
         self._running_at_gap &= self._running_jids()
         if self._gone and time.monotonic() > self._gone_until:
@@ -180,6 +187,10 @@ class FreezeGuard:
             await anyio.sleep(POLL)
         while True:
             sent = time.monotonic()
+            # What we hold as the read goes out: the fetcher keeps fetching while
+            # the read is on its way, and a job it lands meanwhile is on our list
+            # after the snapshot the read returns. Only these copies are judged.
+            before = self._held()
             try:
                 listed = await self._redis.lrange(self._list, 0, -1)
             except Exception as exc:  # noqa: BLE001 - unanswered: nothing starts until it is
@@ -191,6 +202,8 @@ class FreezeGuard:
         # From here to the end, no await: what is held now is judged as one.
         self.checks += 1
         left = Counter(listed)
+        # Copies that came while the read was out are listed, if after its snapshot.
+        left.update(self._held() - before)
         # Jobs past their start (running, or waiting beside a suspect) hold their
         # entries; those a processor took and is checking now are judged below.
         waiting = +self._admitting

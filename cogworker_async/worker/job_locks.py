@@ -20,6 +20,7 @@ from cogworker_async import holds
 from cogworker_async.holds import Event
 from cogworker_async.keys import Keys
 from cogworker_async.periodic.running import PJID, PeriodicRuns
+from cogworker_async.store import batches
 from cogworker_async.store.commands import End, Filing
 from cogworker_async.unique import DeferredReleases, release_of
 from cogworker_async.unique.lock import Release, foreign_lock, unique_for_of
@@ -108,8 +109,25 @@ class JobLocks:
             self._fetcher.ack(raw, job["jid"], run, end=end)
             for hold in holds.released(held, Event.ACK):
                 self._releases.release_soon(Release(hold.key, hold.owner))
+            counted = [hold for hold in held if holds.kind_of(hold).outcomes is not None]
+            if counted:
+                await self._count_ends(job, counted)
         if self._periodic is not None and PJID in job:
             await self._periodic.record(job, "ok")
+
+    async def _count_ends(self, job: dict[str, Any], counted: list[holds.Hold]) -> None:
+        # Basic fetch: the ack settles no hold, so a batch member's success is
+        # counted by a call of its own. Best effort, as basic fetch is: a failure
+        # is logged (its batch then waits for an operator).
+        try:
+            await batches.end_members(self._fetcher.redis, self._keys, counted, Event.ACK)
+        except Exception as exc:  # noqa: BLE001 - the job succeeded; its count is side work
+            self._log.error(
+                "jid=%s: its batch could not count its success (%s: %s)",
+                job.get("jid"),
+                type(exc).__name__,
+                exc,
+            )
 
     async def failed(self, job: dict[str, Any], filing: Filing, error: str) -> None:
         """A failed periodic run's result, as ``periodic list`` shows it (its lock

@@ -50,6 +50,9 @@ TYPED: dict[str, ExpectedType] = {
     "periodic": "string",  # a slot claim; but entries, last, results (below)
     "periodic_running": "string",
     "status": "hash",
+    "batch": "hash",
+    "batch_pending": "set",
+    "batches": "zset",
     "result": "list",
     "result_gone": "string",
     "aborted": "zset",
@@ -83,6 +86,7 @@ NOT_GUARDED: dict[str, str] = {
     "orphanings_prefix": "a prefix (orphanings)",
     "history_prefix": "a prefix (history)",
     "periodic_running_prefix": "a prefix (periodic_running)",
+    "batch_prefix": "a prefix (batch)",
     "periodic_claim": "a slot claim, a string under periodic's prefix (guarded as `periodic`); "
     "periodic_claim.lua checks its type before any write",
     "periodic_claim_before_21": "the old-format slot claim, as periodic_claim",
@@ -113,6 +117,8 @@ _PREFIXED = (
     "periodic",
     "periodic_running",
     "status",
+    "batch",
+    "batch_pending",
     "result",
     "result_gone",
     "given_back",

@@ -280,10 +280,10 @@ class Processors:
         started = time.time()
         self.running[slot] = running = RunningJob(raw, job, started)
         self.on_start()
-        # A job that holds a lock (a periodic entry's run, a unique job, a
-        # limit's slot) is minded at its start and its end; a plain job pays
-        # these three lookups.
-        locked = PJID in job or "unique" in job or LIMIT_SLOTS in job
+        # A job that holds something (a periodic entry's run, a unique job, a
+        # batch membership, a limit's slot) is minded at its start and its end;
+        # a plain job pays these four lookups.
+        locked = PJID in job or "unique" in job or "batch" in job or LIMIT_SLOTS in job
         end: End | None = None  # a tracked job's result and final status, for its ack
         try:
             if locked:

@@ -18,7 +18,9 @@ before is put back when the block ends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -26,6 +28,9 @@ from contextlib import contextmanager
 from typing import Any
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+# Set by a supervisor (``--processes``): the pipe on which a child says that a
+# SIGTERM now stops it gracefully. Before that, SIGTERM would kill it outright.
+READY_FD_ENV = "COGWORKER_READY_FD"
 
 
 @contextmanager
@@ -51,6 +56,8 @@ def stop_on_signals(stop: Callable[[], None], logger: logging.Logger) -> Iterato
             except (NotImplementedError, RuntimeError, ValueError):
                 continue  # not a Unix loop, or not allowed here: leave it as it was
             saved.append((sig, before, loop_handler))
+    if saved:
+        tell_supervisor_ready()
     try:
         yield bool(saved)
     finally:
@@ -78,3 +85,15 @@ def _restore(loop: Any, sig: signal.Signals, before: Any, loop_handler: Any) -> 
             signal.signal(sig, before)
     except (RuntimeError, ValueError, OSError):
         pass  # the loop is closing or the signal can't be set here: nothing to put back
+
+
+def tell_supervisor_ready() -> None:
+    """Tell the supervisor that started this process (if any) that its stop signals
+    are handled now: one byte on the pipe it named, once per process."""
+    fd = os.environ.pop(READY_FD_ENV, None)
+    if fd is None or not fd.isdigit():
+        return
+    with contextlib.suppress(OSError):
+        os.write(int(fd), b"1")
+    with contextlib.suppress(OSError):
+        os.close(int(fd))

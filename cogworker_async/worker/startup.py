@@ -10,7 +10,7 @@ socket timeout.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 import anyio
 from redis.asyncio import Redis
@@ -18,7 +18,7 @@ from redis.exceptions import ResponseError
 
 from cogworker_async.periodic_entry import Entry
 from cogworker_async.settings import Settings
-from cogworker_async.store.connection import server_version
+from cogworker_async.store.connection import keep_names_if_allowed, server_version
 from cogworker_async.store.faults import OutageLog, is_outage
 from cogworker_async.worker.heartbeat import Heartbeat
 from cogworker_async.worker.keyguard import KeyGuard
@@ -28,6 +28,23 @@ MIN_RELIABLE_VERSION = (6, 2)
 
 def _nothing() -> None:
     pass
+
+
+async def name_blocking_waits(redis: Redis, blocking: Redis, logger: logging.Logger) -> None:
+    """The blocking connections are named so a stop can end their wait on the server
+    (``CLIENT UNBLOCK``); a user refused ``CLIENT SETNAME`` runs them unnamed, said once.
+    An outage now is left for the fetch to meet (and report)."""
+    try:
+        named = await keep_names_if_allowed(blocking, redis)
+    except Exception as exc:
+        if is_outage(exc):
+            return
+        raise
+    if not named:
+        logger.info(
+            "Redis refused CLIENT SETNAME: the blocking waits go unnamed, and a stop waits "
+            "for them to time out (up to fetch_idle_max_interval)"
+        )
 
 
 async def resolve_reliable(
@@ -130,6 +147,26 @@ def log_started(
         "reliable" if reliable else "basic",
         job_types,
     )
+
+
+def warn_unread_queues(
+    log: logging.Logger, settings: Settings, declared: Mapping[str, list[str]]
+) -> list[str]:
+    """One WARNING naming the queues some registered jobs are declared on that
+    this worker does not read (``@job(queue="mail")`` under ``-q default``):
+    such jobs wait until some other worker reads them. The unread queues, sorted."""
+    read = {spec.name for spec in settings.queue_specs}
+    unread = sorted(queue for queue in declared if queue not in read)
+    if unread:
+        log.warning(
+            "this worker does not read queue(s) %s that its jobs are declared on (%s): "
+            "those jobs wait for a worker that does (start it with -q %s too, or set "
+            "Settings.queues / COGWORKER_QUEUES)",
+            ", ".join(unread),
+            "; ".join(f"{queue}: {', '.join(declared[queue])}" for queue in unread),
+            " -q ".join(unread),
+        )
+    return unread
 
 
 def periodic_entries(given: Iterable[Entry], declared: Iterable[Entry]) -> list[Entry]:

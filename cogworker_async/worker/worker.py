@@ -26,6 +26,7 @@ import anyio
 from anyio.abc import TaskGroup, TaskStatus
 
 from cogworker_async import limits
+from cogworker_async.context import reset_worker_services, set_worker_services
 from cogworker_async.jobs import JobRegistry, JobSpec
 from cogworker_async.keys import Keys
 from cogworker_async.middleware import ServerMiddleware
@@ -42,6 +43,7 @@ from cogworker_async.worker.parts_view import PartsView
 from cogworker_async.worker.processor import Processors
 from cogworker_async.worker.shutdown import finish
 from cogworker_async.worker.signals import stop_on_signals
+from cogworker_async.workflows import FLOW_STEP
 
 log = logging.getLogger("cogworker_async.worker")
 
@@ -85,6 +87,7 @@ class Worker(PartsView):
         self.handle_signals = handle_signals
         self.keys = Keys(self.settings.namespace)
         self.registry = JobRegistry(jobs)
+        self.registry.add_builtin(FLOW_STEP)  # a flow's next stage may be started by any worker
         self.middleware = list(middleware)
         self.identity = new_identity()
         self.log = logger or log
@@ -187,6 +190,7 @@ class Worker(PartsView):
         settings = self.settings
         redis = connect(settings, max_connections=None)
         blocking = connect(settings, max_connections=2, client_name=wait_name(self.identity))
+        lent = set_worker_services((redis, self.keys))  # for a flow's steps
         try:
             for client in (redis, blocking):
                 await discovered(client, settings.socket_timeout)
@@ -197,6 +201,7 @@ class Worker(PartsView):
                     await anyio.to_thread.run_sync(self.heartbeat.close)
                 await redis.aclose()
                 await blocking.aclose()
+            reset_worker_services(lent)
         announce()  # stopped before it ran (an error instead goes to the caller as itself)
 
     async def _serve(self, redis: Any, blocking: Any, announce: Callable[[], None]) -> None:
@@ -218,6 +223,7 @@ class Worker(PartsView):
                 reliable=self._reliable,
                 job_types=len(self.registry),
             )
+            startup.warn_unread_queues(self.log, settings, self.registry.default_queues)
             limits.set_target(redis, self.keys)  # inherited by every processor task
             async with anyio.create_task_group() as duties:
                 duties.start_soon(parts.fetcher.batch_loop)
@@ -285,6 +291,7 @@ class Worker(PartsView):
                 redis, settings, self._stopping, self.log, on_outage=announce
             )
             if not self._stopping.is_set():
+                await startup.name_blocking_waits(redis, blocking, self.log)
                 parts = self.parts = build_parts(
                     redis,
                     blocking,

@@ -20,10 +20,11 @@
 -- in the order they were fetched, so the acks, oldest first, usually are the
 -- list's tail in order: they are compared in place (Lua compares strings by
 -- pointer) and trimmed in one LTRIM. From the first one that differs on, each
--- is removed by one LREM (searched from the tail). Either way a duplicate
--- payload loses its tail-most copy, as LREM -1 would. No table is built per
--- job and no substring made for a job that is not a suspect: inside a script
--- the cost is per string Lua creates, not per byte.
+-- is removed by one LREM (searched from the tail), or, WALK_FROM of them or
+-- more, all in one walk of the list (of the tail already read, when they are
+-- all there). Either way a duplicate payload loses its tail-most copy, as
+-- LREM -1 would. No substring is made for a job that is not a suspect:
+-- inside a script the cost is per string Lua creates, not per byte.
 local function is_suspect(job)
   -- byte 3 of '{"suspect":' is "s" (115); a plain payload rarely has it there.
   return string.byte(job, 3) == 115 and string.sub(job, 1, 11) == '{"suspect":'
@@ -51,6 +52,131 @@ local function real_suspect(job, counter_prefix)
   return false, job
 end
 
+-- From this many acks out of the list's order on, they are removed in one walk
+-- of the list (remove_in_one_walk) instead of one LREM each: every LREM is a
+-- command (the per-command cost is most of what a script pays) and scans the
+-- list from the tail; below it a few LREMs cost less than the walk's tables.
+-- (300 acks, each pair of neighbours swapped: 1.9-3.1 -> 1.4-2.0 µs a job of
+-- Redis; newest first: 6-12 -> 1.5-2.1; bench/ack_order.py, BENCHMARKS.md.)
+local WALK_FROM = 24
+
+-- walk(jobs, from, to, wanted, found, drop): marks in `drop` the jobs[to ..
+-- from] (walked from `from` down, the tail-most first) still wanted, as many
+-- times as each is wanted. Returns how many it marked.
+local function walk(jobs, from, to, wanted, found, drop)
+  local marked = 0
+  for at = from, to, -1 do
+    local job = jobs[at]
+    local need = wanted[job]
+    if need ~= nil and need > 0 then
+      wanted[job] = need - 1
+      found[job] = (found[job] or 0) + 1
+      drop[at] = true
+      marked = marked + 1
+    end
+  end
+  return marked
+end
+
+-- rewrite(in_progress, jobs, size, top, drop, below, after): the list ends
+-- with jobs[1 .. size] and then `below` more jobs, of which `after` are kept
+-- (a table, maybe empty). It keeps its head down to jobs[top - 1] in place
+-- (LTRIM: an end before the start removes them all) and gets the jobs below
+-- that which are not dropped pushed back in their order (RPUSH).
+local function rewrite(in_progress, jobs, size, top, drop, below, after)
+  local kept = {}
+  for at = top + 1, size do
+    if not drop[at] then
+      kept[#kept + 1] = jobs[at]
+    end
+  end
+  for _, job in ipairs(after) do
+    kept[#kept + 1] = job
+  end
+  redis.call("LTRIM", in_progress, 0, top - size - below - 2)
+  for at = 1, #kept, 1000 do
+    redis.call("RPUSH", in_progress, unpack(kept, at, math.min(at + 999, #kept)))
+  end
+end
+
+-- mark_missing(first, from, count, found, missing): which acks found their
+-- job — for a payload acked m times and found f times, its first f acks, as
+-- m LREMs in ack order would — and the rest into `missing` (1-based).
+local function mark_missing(first, from, count, found, missing)
+  for i = from, count - 1 do
+    local job = ARGV[first + i]
+    local left = found[job]
+    if left ~= nil and left > 0 then
+      found[job] = left - 1
+    else
+      missing[#missing + 1] = i + 1
+    end
+  end
+end
+
+-- rewrite_region(in_progress, tail, region, drop): the list's tail region
+-- (tail[1 .. region], the list's last jobs) without the dropped ones.
+local function rewrite_region(in_progress, tail, region, drop)
+  for at = 1, region do
+    if drop[at] then
+      return rewrite(in_progress, tail, region, at, drop, 0, {})
+    end
+  end
+end
+
+-- remove_in_one_walk(in_progress, first, from, count, missing, tail, region):
+-- removes the acks ARGV[first + from .. first + count - 1] as that many
+-- LREM -1 in ack order would, reading each job of the list at most once: a
+-- payload acked m times loses its m tail-most copies, and an ack that finds
+-- no copy left (the later ones of a payload, as LREM would find them) goes
+-- into `missing` (1-based, in order). tail[1 .. region] is the list's tail
+-- as read already (head first): it is walked first — acks a little out of
+-- order (most of them) are all there. Fewer than WALK_FROM acks not found in
+-- it (a job fetched later that finished early) are then looked for by one
+-- LREM each, after the region is rewritten (so a payload's copies left are
+-- all above it, where LREM -1 finds the tail-most); more, and the rest of the
+-- list is read (one LRANGE) and walked too. The jobs left keep their order.
+-- Each LTRIM is a write, so Redis lets the RPUSH after it run even out of
+-- memory: a script never stops between the two.
+local function remove_in_one_walk(in_progress, first, from, count, missing, tail, region)
+  local wanted = {}
+  for i = first + from, first + count - 1 do
+    local job = ARGV[i]
+    wanted[job] = (wanted[job] or 0) + 1
+  end
+  local found, drop = {}, {}
+  local pending = count - from - walk(tail, region, 1, wanted, found, drop)
+  if pending < WALK_FROM then
+    rewrite_region(in_progress, tail, region, drop)
+    if pending > 0 then
+      for job, need in pairs(wanted) do
+        for _ = 1, need do
+          if redis.call("LREM", in_progress, -1, job) == 0 then
+            break
+          end
+          found[job] = (found[job] or 0) + 1
+        end
+      end
+    end
+    return mark_missing(first, from, count, found, missing)
+  end
+  local rest, rest_drop = redis.call("LRANGE", in_progress, 0, -(region + 1)), {}
+  walk(rest, #rest, 1, wanted, found, rest_drop)
+  mark_missing(first, from, count, found, missing)
+  for at = 1, #rest do
+    if rest_drop[at] then
+      local after = {}
+      for i = 1, region do
+        if not drop[i] then
+          after[#after + 1] = tail[i]
+        end
+      end
+      return rewrite(in_progress, rest, #rest, at, rest_drop, region, after)
+    end
+  end
+  rewrite_region(in_progress, tail, region, drop)
+end
+
 local function ack_jobs(in_progress, counter_prefix, first, listed)
   local count = tonumber(ARGV[first - 1])
   local missing = {}
@@ -66,9 +192,13 @@ local function ack_jobs(in_progress, counter_prefix, first, listed)
   if trimmed > 0 then
     redis.call("LTRIM", in_progress, 0, -(trimmed + 1))
   end
-  for i = trimmed, count - 1 do
-    if redis.call("LREM", in_progress, -1, ARGV[first + i]) == 0 then
-      missing[#missing + 1] = i + 1
+  if count - trimmed >= WALK_FROM then
+    remove_in_one_walk(in_progress, first, trimmed, count, missing, tail, last - trimmed)
+  else
+    for i = trimmed, count - 1 do
+      if redis.call("LREM", in_progress, -1, ARGV[first + i]) == 0 then
+        missing[#missing + 1] = i + 1
+      end
     end
   end
   for i = first, first + count - 1 do

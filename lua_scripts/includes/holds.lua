@@ -16,6 +16,14 @@
 -- written; only a key under a prefix of this namespace is written, and with a
 -- hash-tagged namespace it is in the tag's slot, like KEYS).
 
+--
+-- A counted hold (a batch membership, holds.py HoldKind.outcomes) is not a
+-- lock: its release counts how the member ended (includes/batch_end.lua). In
+-- a block its ttl is "@<outcome>"; in the kinds table the kind has
+-- "outcomes" (event -> outcome).
+
+--- @include batch_end
+
 -- is_held_key(key, prefix): under `prefix`, with a name after it, and not a
 -- bookkeeping key of the prefix (those start with "~", e.g. <ns>:unique:~releases).
 -- An empty prefix admits nothing.
@@ -133,12 +141,36 @@ end
 -- recovery had requeued: it runs again and keeps its holds). pcall: a key of
 -- the wrong type never fails the settlement around it. Returns the index just
 -- past the block.
+-- A counted hold's group (ttl "@<outcome>") is gathered by (key, outcome)
+-- and settled after the loop, all of a batch's members in one batch_settle.
 local function settle_holds(at, gone)
   local n = tonumber(ARGV[at]) or 0
   local last = at + 5 * n
+  local counted, order = nil, nil
   for i = at + 1, last, 5 do
     if not (gone and gone[tonumber(ARGV[i])]) then
-      pcall(settle_hold, ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4])
+      local prefix, key, owner, ttl = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+      if string.byte(ttl, 1) == 64 then -- "@": a counted hold
+        if owner ~= "" and is_held_key(key, prefix) then
+          counted = counted or {}
+          order = order or {}
+          local group = key .. "\0" .. ttl
+          if not counted[group] then
+            counted[group] = {key = key, outcome = string.sub(ttl, 2), members = {}}
+            order[#order + 1] = group
+          end
+          local members = counted[group]["members"]
+          members[#members + 1] = owner
+        end
+      else
+        pcall(settle_hold, prefix, key, owner, ttl)
+      end
+    end
+  end
+  if order then
+    for _, group in ipairs(order) do
+      local g = counted[group]
+      pcall(batch_settle, g["key"], g["members"], g["outcome"])
     end
   end
   return last + 1
@@ -228,7 +260,9 @@ local function settle_payload_holds(entry, kinds, event, started, wait_ms)
       if job then
         local keys, owner, ttl = payload_holds(job, kind, started)
         for _, key in ipairs(keys or {}) do
-          if rule == "release" then
+          if rule == "release" and kind["outcomes"] then
+            pcall(batch_settle, key, owner, kind["outcomes"][event])
+          elseif rule == "release" then
             pcall(release_hold, kind["prefix"], key, owner)
           else
             local ms = (tonumber(wait_ms) or 0) + (ttl or tonumber(kind["default_ttl"]))

@@ -180,3 +180,28 @@ def test_the_metrics_overview_chart_has_axes(
     page.wait_for_selector("#minutes-chart canvas")
     assert page.locator("#minutes-chart .u-axis").count() == 2
     shoot(page, "metrics-chart-1280")
+
+
+def test_the_queue_table_follows_each_poll_and_shows_names_as_text(
+    page: Any, web: str, sync_client: sync_redis.Redis, keys: Keys
+) -> None:
+    page.goto(web + "/")
+    rows = page.locator("#queue-rows")
+    assert rows.inner_text().strip() == "no queues yet"
+    # Queues that appear after the page loaded, one named like markup.
+    hostile = "<img src=x onerror=document.title='owned'>"
+    for name, size in (("late", 3), (hostile, 1)):
+        sync_client.sadd(keys.queues, name)
+        for i in range(size):
+            sync_client.lpush(keys.queue(name), f'{{"jid":"j{i}","class":"x"}}')
+    wait_until(lambda: "late" in rows.inner_text(), what="a queue made after the page loaded")
+    assert rows.locator("a", has_text="late").get_attribute("href") == "/queues/late"
+    assert rows.get_by_text(hostile, exact=True).count() == 1  # shown as its text
+    assert rows.locator("img").count() == 0  # never parsed as HTML
+    # Drained: the next poll says so.
+    sync_client.delete(keys.queue("late"))
+    wait_until(
+        lambda: rows.locator("tr", has_text="late").locator("td.num").first.inner_text() == "0",
+        what="the drained queue's size",
+    )
+    assert page.title() != "owned"

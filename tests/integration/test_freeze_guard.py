@@ -132,3 +132,50 @@ async def test_basic_fetch_has_nothing_to_check(redis: Redis, keys: Keys) -> Non
     guard.beaten(time.monotonic() + 100)
     assert guard.fresh_until == math.inf
     assert not guard.watching
+
+
+class FetchWhileReading:
+    """A Redis whose in-progress read is overtaken by a fetch: after the server has
+    answered the LRANGE, and before its reply is used, the fetcher lands a new job
+    (on our list, and in the ready queue), as a real fetch on another connection can."""
+
+    def __init__(self, redis: Redis, keys: Keys, handout: Handout, arrival: bytes) -> None:
+        self._redis = redis
+        self._keys = keys
+        self._handout = handout
+        self._arrival = arrival
+
+    async def lrange(self, name: str, start: int, end: int) -> list[bytes]:
+        listed: list[bytes] = await self._redis.lrange(name, start, end)
+        await held(self._redis, self._keys, self._handout, self._arrival)
+        return listed
+
+
+async def test_a_job_fetched_while_the_check_reads_the_list_is_kept(
+    redis: Redis, keys: Keys
+) -> None:
+    handout = Handout(on_wait=lambda: None)
+    a, b, late = job("a"), job("b"), job("late")
+    racing = FetchWhileReading(redis, keys, handout, late)
+    guard = FreezeGuard(
+        racing,  # type: ignore[arg-type]  # only lrange is read
+        keys,
+        identity=ME,
+        ttl=TTL,
+        listed=True,
+        handout=handout,
+        claimed=list,
+        running_jids=set,
+        logger=logging.getLogger("test.freeze"),
+    )
+    await held(redis, keys, handout, a, b)
+    await anyio.sleep(TTL * 1.5)
+    await redis.lrem(keys.in_progress(ME), 1, b)  # recovery took b back
+    guard.beaten(time.monotonic())
+    first = await handout.get()
+    assert first == a
+    assert await guard.admit(a)
+    # b is gone from our hands; the job that landed during the read is ours and kept.
+    assert list(handout.ready) == [late]
+    assert await guard.admit(late)
+    assert late in await redis.lrange(keys.in_progress(ME), 0, -1)

@@ -84,12 +84,19 @@ async def main():
     app = create_app(Settings(redis_url=sys.argv[1], namespace="wheel"))
     status, css = await get(app, "/static/style.css")
     assert status == 200 and css, (status, css[:100])
+    for vendored in ("uPlot.iife.min.js", "uPlot.min.css"):
+        status, body = await get(app, "/static/vendor/" + vendored)
+        assert status == 200 and len(body) > 1000, (vendored, status, body[:100])
     status, page = await get(app, "/queues")
     assert status == 200 and b"<html" in page.lower(), (status, page[:300])
     print("web ok")
 
 asyncio.run(main())
 """
+
+
+VENDORED = ("uPlot.iife.min.js", "uPlot.min.css", "uPlot.LICENSE")
+"""What ``cogworker_async/web/static/vendor/`` must carry into the wheel."""
 
 
 @pytest.fixture(scope="module")
@@ -116,11 +123,15 @@ def test_wheel_carries_scripts_templates_static_and_py_typed(wheel: Path) -> Non
     for folder, inside, pattern in (
         ("lua_scripts", "cogworker_async/lua_scripts", "**/*.lua"),
         ("cogworker_async/web/templates", "cogworker_async/web/templates", "*.html"),
-        ("cogworker_async/web/static", "cogworker_async/web/static", "*.*"),
+        ("cogworker_async/web/static", "cogworker_async/web/static", "**/*"),
     ):
-        files = sorted((ROOT / folder).glob(pattern))
+        files = sorted(f for f in (ROOT / folder).glob(pattern) if f.is_file())
         assert files, folder
-        expected |= {f"{inside}/{f.relative_to(ROOT / folder)}" for f in files}
+        expected |= {f"{inside}/{f.relative_to(ROOT / folder).as_posix()}" for f in files}
+    # The charts' library (vendored, not from a CDN) and its licence, by name: a
+    # subfolder the package data rules could miss.
+    vendor = {f"cogworker_async/web/static/vendor/{name}" for name in VENDORED}
+    assert vendor <= expected
     assert expected - names == set()
     text = metadata.decode()
     assert f"\nVersion: {__version__}\n" in text

@@ -20,7 +20,7 @@ from cogworker_async import holds, lifecycle
 from cogworker_async.keys import Keys
 from cogworker_async.lifecycle import Place, State, Transition
 from cogworker_async.payload import new_jid
-from cogworker_async.store import aborts, admin, commands, locks, orphans
+from cogworker_async.store import aborts, admin, batches, commands, locks, orphans
 from cogworker_async.store import limits as limits_store
 from cogworker_async.store.periodic import SlotClaim, claim_slots
 from cogworker_async.store.scripts import script
@@ -148,6 +148,16 @@ async def claim_periodic(job: Job) -> None:
     claim = SlotClaim("tick", "60", "default", job.jid, job.raw, claim_ms=60_000)
     [outcome] = await claim_slots(job.redis, job.keys, [claim])
     assert outcome.kind == "pushed"
+
+
+async def batch_add(job: Job, due: float | None) -> None:
+    bid = new_jid()
+    opened = await batches.open_batch(job.redis, job.keys, bid=bid, created_at=time.time())
+    assert opened is batches.Opened.OPENED
+    member = [(job.jid, job.raw)]
+    await batches.add_members(
+        job.redis, job.keys, bid=bid, queue="default", members=member, due=due
+    )
 
 
 async def file_unsettled(job: Job, target: str) -> None:
@@ -335,6 +345,8 @@ MOVES: dict[tuple[str, State | None, State], Move] = {
     ("enqueue_unique", None, S.QUEUED): lambda j: enqueue_unique(j, None),
     ("enqueue_unique", None, S.SCHEDULED): lambda j: enqueue_unique(j, time.time() + 60),
     ("periodic_claim", None, S.QUEUED): claim_periodic,
+    ("batch_add", None, S.QUEUED): lambda j: batch_add(j, None),
+    ("batch_add", None, S.SCHEDULED): lambda j: batch_add(j, time.time() + 60),
     ("graduate", S.SCHEDULED, S.QUEUED): lambda j: graduate(j, j.keys.schedule),
     ("graduate", S.RETRYING, S.QUEUED): lambda j: graduate(j, j.keys.retry),
     ("fetch", S.QUEUED, S.RUNNING): lambda j: expect(fetch_one(j.redis, j.keys)),

@@ -241,3 +241,15 @@ def test_worker_takes_modules_module_names_and_functions(make_module: MakeModule
     assert JobRegistry(module).names == [f"{by_object}.from_object"]  # one alone, not in a list
     with pytest.raises(TypeError, match="a @job function, a module or a module name"):
         JobRegistry([42])  # type: ignore[list-item]
+
+
+def test_a_builtin_job_is_run_but_not_listed() -> None:
+    from cogworker_async import Settings, Worker
+    from cogworker_async.workflows import FLOW_STEP
+
+    worker = Worker(Settings(), jobs=[send_email])
+    assert worker.registry.names == ["emails.send"]
+    assert len(worker.registry) == 1
+    assert worker.registry.get(FLOW_STEP.name) is FLOW_STEP
+    assert worker.registry.get("emails.send") is send_email
+    assert worker.registry.get("nobody") is None

@@ -37,6 +37,7 @@ PAGES = [
     "/periodic",
     "/locks",
     "/limits",
+    "/batches",
     "/quarantine",
     "/metrics",
     "/metrics?minutes=240",

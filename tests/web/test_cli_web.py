@@ -131,3 +131,34 @@ def test_the_default_hosts_follow_the_bind() -> None:
     everywhere = hosts_for_bind("0.0.0.0")
     assert set(LOOPBACK_HOSTS) < set(everywhere)
     assert socket.gethostname().lower() in everywhere
+
+
+def test_web_on_a_port_in_use_says_so_in_one_line_naming_the_option(settings: Settings) -> None:
+    with socket.socket() as app:  # the user's app, already on the port
+        app.bind(("127.0.0.1", 0))
+        app.listen()
+        port = app.getsockname()[1]
+        done = subprocess.run(
+            [sys.executable, "-m", "cogworker_async", "web", "--port", str(port)],
+            cwd=ROOT,
+            env=child_env(settings),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    assert done.returncode == 2
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        f"error: cannot listen on 127.0.0.1:{port} (Address already in use): is your app "
+        f"there? Give the UI another port: --port {port + 1}"
+    ]
+    assert "Uvicorn running" not in done.stderr
+
+
+def test_the_port_check_lets_a_free_port_and_port_zero_through() -> None:
+    from cogworker_async.cli.web import port_taken
+
+    assert port_taken("127.0.0.1", 0) is None
+    assert port_taken("127.0.0.1", free_port()) is None
+    assert port_taken("no-such-host.invalid", 8000) is not None

@@ -71,3 +71,45 @@ def test_polls_read_through_the_apps_one_shared_pool(
         assert client.get("/").status_code == 200
         # Sequential requests reuse the pooled connection: no connect per poll.
         assert _connections_made(sync_client) - before == 0
+
+
+def test_the_feed_carries_the_queue_table_as_text_and_links(
+    client: TestClient, sync_client: sync_redis.Redis, keys: Keys
+) -> None:
+    hostile = "<img src=x onerror=alert(1)>/../victim"
+    for name, size in (("mail", 2), (hostile, 1)):
+        sync_client.sadd(keys.queues, name)
+        for i in range(size):
+            sync_client.lpush(keys.queue(name), orjson.dumps({"jid": f"j{i}", "class": "x"}))
+    answer = client.get("/stats.json")
+    assert answer.headers["content-type"] == "application/json"
+    # The body never holds markup: < > & travel as \u escapes, the same JSON parsed.
+    assert b"<" not in answer.content
+    assert b">" not in answer.content
+    assert b"\\u003cimg" in answer.content
+    rows = {row["name"]: row for row in answer.json()["queues"]}
+    assert rows["mail"]["size"] == 2
+    assert rows["mail"]["href"] == "/queues/mail"
+    assert rows["mail"]["paused"] is False
+    assert isinstance(rows["mail"]["latency"], str)
+    # A name as plain text for the page's textContent; its link one encoded segment.
+    odd = rows[hostile]
+    assert odd["size"] == 1
+    assert odd["href"] in (
+        None,
+        "/queues/%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E%2F..%2Fvictim",
+    )
+
+
+def test_the_feed_links_under_the_prefix_the_ui_is_mounted_at(
+    settings: Settings, sync_client: sync_redis.Redis, keys: Keys
+) -> None:
+    from starlette.applications import Starlette
+    from starlette.routing import Mount
+
+    sync_client.sadd(keys.queues, "mail")
+    sync_client.lpush(keys.queue("mail"), orjson.dumps({"jid": "j", "class": "x"}))
+    outer = Starlette(routes=[Mount("/jobs", app=create_app(settings))])
+    with TestClient(outer, base_url=LOOPBACK) as client:
+        (row,) = client.get("/jobs/stats.json").json()["queues"]
+    assert row["href"] == "/jobs/queues/mail"

@@ -1,7 +1,8 @@
 // cogworker web UI: the only script of ours. Loaded from the package (CSP: script-src 'self'),
 // with uPlot (static/vendor/, MIT) for the charts.
 // 1. The dashboard: poll stats.json, one poll in flight at a time; the live chart
-//    (jobs/s, a range and a pace to choose, Pause) and the per-day chart's today.
+//    (jobs/s, a range and a pace to choose, Pause), the per-day chart's today and
+//    the queue table.
 // 2. "Select all" on the set pages.
 // 3. A confirmation before the buttons that change many things (data-confirm).
 "use strict";
@@ -12,6 +13,24 @@
 
   function color(name) {
     return getComputedStyle(document.documentElement).getPropertyValue(COLORS[name]).trim() || "#888";
+  }
+
+  // Time labels: one line each, 24 h clock, local time ("14:05", "14:05:30", "12-07 14:05").
+  const pad = (n) => String(n).padStart(2, "0");
+  function clock(t, seconds) {
+    const d = new Date(t * 1000);
+    return pad(d.getHours()) + ":" + pad(d.getMinutes()) + (seconds ? ":" + pad(d.getSeconds()) : "");
+  }
+  function stamp(t) {
+    const d = new Date(t * 1000);
+    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " + clock(t, true);
+  }
+  function timeTicks(u, ticks, axis, space, incr) {
+    const span = (u.scales.x.max || 0) - (u.scales.x.min || 0);
+    return ticks.map((t) => {
+      const d = new Date(t * 1000);
+      return span > 86400 ? pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + " " + clock(t, false) : clock(t, incr < 60);
+    });
   }
 
   function widthOf(el) { return Math.max(280, Math.min(el.clientWidth || 600, 900)); }
@@ -25,11 +44,11 @@
       width: widthOf(el),
       height: 200,
       series: [
-        { label: xLabel },
+        { label: xLabel, value: (u, t) => t == null ? "-" : stamp(t) },
         { label: "processed", stroke: color("processed"), width: 2 },
         { label: "failed", stroke: color("failed"), width: 2 },
       ],
-      axes: [axis(""), axis(yLabel || "jobs")],
+      axes: [Object.assign(axis(""), { values: timeTicks }), axis(yLabel || "jobs")],
       scales: { y: { range: (u, min, max) => [0, Math.max(1, max)] } },
     }, opts || {}), data, el);
     window.addEventListener("resize", () => chart.setSize({ width: widthOf(el), height: 200 }));
@@ -62,7 +81,7 @@
     if (typeof uPlot === "undefined") return;
     for (const el of document.querySelectorAll(".plot[data-series]")) {
       const given = JSON.parse(el.dataset.series);
-      const series = [{ label: "time" }].concat(given.series.map((s) =>
+      const series = [{ label: "time", value: (u, t) => t == null ? "-" : stamp(t) }].concat(given.series.map((s) =>
         ({ label: s.label, stroke: color(s.css), width: 2 })));
       plot(el, "time", [given.x].concat(given.series.map((s) => s.values)), { series }, el.dataset.unit || "jobs");
     }
@@ -85,6 +104,48 @@
     function keepWithin() {
       const since = Date.now() / 1000 - Number(range.value);
       while (data[0].length && data[0][0] < since) for (const column of data) column.shift();
+    }
+
+    // The queue table, redrawn from each poll's rows: text and attributes only, so
+    // a queue's name is never read as HTML.
+    function showQueues(rows) {
+      const body = document.getElementById("queue-rows");
+      if (!body || !Array.isArray(rows)) return;
+      const fresh = document.createDocumentFragment();
+      for (const row of rows) {
+        const tr = document.createElement("tr");
+        const name = document.createElement("td");
+        const label = document.createElement(row.href ? "a" : "span");
+        if (row.href) label.setAttribute("href", row.href); else label.className = "mono";
+        label.textContent = String(row.name);
+        name.appendChild(label);
+        const size = document.createElement("td");
+        size.className = "num";
+        size.textContent = String(row.size);
+        const latency = document.createElement("td");
+        latency.className = "num";
+        latency.textContent = String(row.latency);
+        const paused = document.createElement("td");
+        if (row.paused) {
+          const badge = document.createElement("span");
+          badge.className = "badge";
+          badge.textContent = "paused";
+          paused.appendChild(badge);
+        }
+        tr.append(name, size, latency, paused);
+        fresh.appendChild(tr);
+      }
+      if (!rows.length) {
+        const tr = document.createElement("tr");
+        const td = document.createElement("td");
+        td.colSpan = 4;
+        td.className = "muted";
+        td.textContent = "no queues yet";
+        tr.appendChild(td);
+        fresh.appendChild(tr);
+      }
+      body.replaceChildren(fresh);
+      body.dataset.polled = String(Number(body.dataset.polled || 0) + 1);
     }
 
     function showToday(today) {
@@ -130,7 +191,8 @@
           el.dataset.span = String(Math.round(chart.scales.x.max - chart.scales.x.min));
         }
         showToday(now.today);
-        state.textContent = "last poll " + new Date().toLocaleTimeString();
+        showQueues(now.queues);
+        state.textContent = "last poll " + clock(Date.now() / 1000, true);
         last = now;
       } catch (err) {
         state.textContent = "poll failed: " + (err.name === "AbortError" ? "no answer in 10 s" : err.message);

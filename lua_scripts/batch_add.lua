@@ -1,0 +1,50 @@
+-- batch_add: adds members to a batch and enqueues them, in one step: a
+-- member is pending before it can run, so its end is always counted (added
+-- after its push, a member that ended first would be pending for ever).
+--
+-- KEYS[1] = the batch's hash, KEYS[2] = its pending set
+-- then, ARGV[1] = "push": KEYS[3] = the queue list, KEYS[4] = the queues
+--   set, KEYS[5] = the queue's wake-up marker; ARGV[2] = the queue's name
+-- or, ARGV[1] = "schedule": KEYS[3] = the schedule set, KEYS[4] = the
+--   scheduled poller's wake-up marker; ARGV[2] = when they are due (epoch s)
+-- ARGV[3] = a once-token ("" for none): an add under a token the batch has
+--   seen already adds nothing (a flow's stage started again by its step
+--   job's second run: its members, some maybe ended, are not added twice)
+-- ARGV[4..] = pairs: member jid, its payload (JSON, naming the batch in
+--   its "batch" field)
+-- Returns the batch's total after the add; -1 when the batch is gone or
+-- over (nothing written: a member of a finished batch would never count).
+-- A batch is open or running while any member is pending: adding from a
+-- running member (current_job().batch) is safe, since that member is pending.
+
+--- @include wake_poller
+
+local state = redis.call("HGET", KEYS[1], "state")
+if state ~= "open" and state ~= "running" then
+  return -1
+end
+if ARGV[3] ~= "" and redis.call("HSETNX", KEYS[1], "added:" .. ARGV[3], "1") == 0 then
+  return tonumber(redis.call("HGET", KEYS[1], "total"))
+end
+local jids, payloads = {}, {}
+for i = 4, #ARGV, 2 do
+  jids[#jids + 1] = ARGV[i]
+  payloads[#payloads + 1] = ARGV[i + 1]
+end
+if #jids == 0 then
+  return tonumber(redis.call("HGET", KEYS[1], "total"))
+end
+redis.call("SADD", KEYS[2], unpack(jids))
+local total = redis.call("HINCRBY", KEYS[1], "total", #jids)
+if ARGV[1] == "schedule" then
+  local due = tonumber(ARGV[2])
+  for _, job in ipairs(payloads) do
+    redis.call("ZADD", KEYS[3], due, job)
+  end
+  wake_poller(KEYS[3], KEYS[4], due)
+else
+  redis.call("LPUSH", KEYS[3], unpack(payloads))
+  redis.call("SADD", KEYS[4], ARGV[2])
+  redis.pcall("ZADD", KEYS[5], 0, "1")
+end
+return total
