@@ -1,0 +1,87 @@
+"""What the worker's side sends the scripts of a job's holds: a hold block
+(``encode``, ``block``), the releases it hands over (``released``), and the
+declared kinds as the table a payload-reading script takes (``kinds_table``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import orjson
+
+from cogworker_async.holds.kinds import _KINDS, HOLD_FIELDS, Event, Hold, Rule, kind_of
+from cogworker_async.keys import Keys
+
+
+def released(holds: Iterable[Hold], event: Event) -> list[Hold]:
+    """The lock holds ``event`` releases (what a caller hands over when it cannot
+    settle the job in a script step). A counted hold (a batch membership) is
+    never handed over as a lock: the step that drops or files the job later
+    (``requeue.lua``'s ``d:`` marks, ``file_unsettled.lua``) counts it from
+    the payload."""
+    return [
+        hold
+        for hold in holds
+        if kind_of(hold).rule(event) is Rule.RELEASE and kind_of(hold).outcomes is None
+    ]
+
+
+def encode(
+    keys: Keys, holds: Iterable[Hold], event: Event, *, wait: float = 0.0, position: int = 1
+) -> list[str | int]:
+    """The hold groups of one job for ``includes/holds.lua`` (without the count):
+    (position, prefix, key, owner, ttl ms or "" to release) per hold the event
+    releases or keeps; a hold it leaves is not sent. ``wait``: how long (s) the
+    job waits before it runs again (a retry's delay), added to a kept TTL."""
+    groups: list[str | int] = []
+    for hold in holds:
+        kind = kind_of(hold)
+        rule = kind.rule(event)
+        if rule is Rule.LEAVE:
+            continue
+        ttl: str | int = ""
+        if kind.outcomes is not None:
+            ttl = "@" + kind.outcomes[event]  # a counted release: how the member ended
+        elif rule is Rule.KEEP:
+            seconds = max(0.0, wait) + (kind.default_ttl if hold.ttl is None else hold.ttl)
+            ttl = max(1, int(seconds * 1000))
+        groups.extend((position, kind.prefix(keys), hold.key, hold.owner, ttl))
+    return groups
+
+
+def block(keys: Keys, holds: Iterable[Hold], event: Event, *, wait: float = 0.0) -> list[str | int]:
+    """One job's whole hold block: the count, then its groups (``encode``)."""
+    groups = encode(keys, holds, event, wait=wait)
+    return [len(groups) // HOLD_FIELDS, *groups]
+
+
+def kinds_table(keys: Keys) -> bytes:
+    """The declared kinds as the JSON the payload-reading scripts take (one
+    argument; see ``includes/holds.lua``, ``settle_payload_holds``)."""
+    return orjson.dumps(kinds_spec(keys))
+
+
+def kinds_spec(keys: Keys) -> list[dict[str, Any]]:
+    """Per kind that a payload names: its prefix, default TTL (ms), where the
+    payload names it, and its rule per event (``kinds_table`` before JSON)."""
+    table = []
+    for kind in _KINDS.values():
+        spec = kind.payload
+        if spec is None:
+            continue
+        table.append(
+            {
+                "mark": f'"{spec.key[0]}"',
+                "key": spec.key,
+                "named": spec.named,
+                "ttl": spec.ttl or False,
+                "when": spec.when or False,
+                "unless_started": spec.unless_started or False,
+                "many": spec.many,
+                "prefix": kind.prefix(keys),
+                "default_ttl": max(1, int(kind.default_ttl * 1000)),
+                "rules": {event.value: rule.value for event, rule in kind.rules.items()},
+                "outcomes": {e.value: o for e, o in (kind.outcomes or {}).items()} or False,
+            }
+        )
+    return table

@@ -1,0 +1,81 @@
+"""The holds a decoded job's payload names (as ``includes/holds.lua`` reads them
+from the raw payload)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from cogworker_async.holds.kinds import _KINDS, Hold, HoldKind, Path, is_held_key
+from cogworker_async.keys import Keys
+
+
+def _at(job: Mapping[str, Any], path: Path) -> Any:
+    value: Any = job
+    for name in path:
+        if not isinstance(value, dict):
+            return None
+        value = value.get(name)
+    return value
+
+
+def _same(value: Any, expected: Any) -> bool:
+    # JSON's true is not 1 (as in Lua): bools compare only with bools.
+    return type(value) is type(expected) and value == expected
+
+
+def _seconds(value: Any) -> float | None:
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    return float(value) if number and math.isfinite(value) and value > 0 else None
+
+
+def hold_in(
+    job: Mapping[str, Any], kind: HoldKind, keys: Keys, *, started: bool = True
+) -> Hold | None:
+    """The (first) hold of ``kind`` a decoded job names, or None (see ``holds_in``)."""
+    return next(iter(holds_in(job, kind, keys, started=started)), None)
+
+
+def holds_in(
+    job: Mapping[str, Any], kind: HoldKind, keys: Keys, *, started: bool = True
+) -> list[Hold]:
+    """The holds of ``kind`` a decoded job names (as ``includes/holds.lua``
+    reads them from the raw payload): one at most, or (``many``) one per name
+    of its list. ``started``: the job's run began (see ``InPayload.unless_started``)."""
+    spec = kind.payload
+    if spec is None or spec.key[0] not in job:
+        return []
+    owner = job.get("jid")
+    if not isinstance(owner, str) or not owner:
+        return []
+    if spec.when is not None and not _same(_at(job, spec.when[0]), spec.when[1]):
+        return []
+    gave_back = spec.unless_started
+    if started and gave_back is not None and _same(_at(job, gave_back[0]), gave_back[1]):
+        return []
+    found = _at(job, spec.key)
+    names = (found if isinstance(found, list) else []) if spec.many else [found]
+    prefix = kind.prefix(keys)
+    ttl = None if spec.ttl is None else _seconds(_at(job, spec.ttl))
+    held = []
+    for key in names:
+        if not isinstance(key, str) or not key:
+            continue
+        full = prefix + key if spec.named else key
+        if is_held_key(full, prefix):
+            held.append(Hold(kind.name, full, owner, ttl))
+    return held
+
+
+def read(job: Mapping[str, Any], keys: Keys, *, started: bool = True) -> tuple[Hold, ...]:
+    """Every hold a decoded job names in its payload, one per kind at most but
+    for a ``many`` kind's (``started``: see ``hold_in``)."""
+    found: list[Hold] = []
+    for kind in _KINDS.values():
+        # The field looked up first: a job that names none of the kinds (a
+        # plain job) pays one dict lookup per kind, no call.
+        spec = kind.payload
+        if spec is not None and spec.key[0] in job:
+            found.extend(holds_in(job, kind, keys, started=started))
+    return tuple(found)
