@@ -26,8 +26,7 @@ from cogworker_async import Client, Settings, Worker, api, job
 from cogworker_async.keys import Keys
 from cogworker_async.observability.history import BUCKET_COUNT, bucket_of, minute_of
 from cogworker_async.observability.prometheus import Metrics
-from cogworker_async.store import commands
-from cogworker_async.store.commands import today
+from cogworker_async.store.commands import days, filing, moves, today
 from cogworker_async.worker import processor
 from tests.helpers import wait_for
 from tests.integration.test_cli import cli
@@ -82,7 +81,8 @@ async def fail() -> None:
 def _patch_clock(monkeypatch: pytest.MonkeyPatch, start: float) -> None:
     clock.now = start
     log.clear()
-    for module in (processor, commands):
+    # Every module whose clock the store's commands read (store/commands/).
+    for module in (processor, days, filing, moves):
         assert isinstance(module.time, ModuleType)
         monkeypatch.setattr(module, "time", clock)
 
