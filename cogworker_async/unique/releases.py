@@ -47,7 +47,7 @@ class DeferredReleases:
         self._keys = keys
         self._log = logger
         self.lock_prefix = lock_prefix(keys)  # every unique lock is under it
-        # Every release is of a hold under one of these (holds.py's kinds).
+        # Every release is of a hold under one of these (the kinds of holds/).
         self.prefixes = [kind.prefix(keys) for kind in holds.KINDS.values()]
         # The run-start renewals: the other lock call a unique job's start makes.
         self.renewals = LockRenewals(redis, logger)

@@ -1,4 +1,4 @@
-"""cogworker_async/holds.py: the declarations, and what the worker's side makes of them
+"""cogworker_async/holds/: the declarations, and what the worker's side makes of them
 (the scripts' side: tests/lua/test_holds.py)."""
 
 from __future__ import annotations
