@@ -14,6 +14,12 @@ Invariant: a job handed to a processor is on the in-progress list first
 is requeued on shutdown like any other. In basic mode (no list) a job fetched
 ahead is held in memory only: given back (shed, or on a graceful stop) it is
 pushed once (see ``giveback``), never dropped.
+
+Here: the fetcher's state, the processors' side, and what one call sends and
+does with its reply (``_send``, ``_block_once``). Its loops are
+``fetch_loops.py``, its reads and stop ``fetcher_state.py``, the fetched
+batches' sources ``fetch_sources.py``, its side of the suspects
+``fetch_suspects.py``, the queue order ``queue_order.py``.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from cogworker_async.store import commands
 from cogworker_async.store.commands import Ack, End, Start
 from cogworker_async.store.connection import drop_idle_connections
 from cogworker_async.store.faults import FailureLog, is_outage
-from cogworker_async.store.limits import LIMITS_MARK, Admission, admit_taken
+from cogworker_async.store.limits import LIMITS_MARK
 from cogworker_async.store.replies import text
 from cogworker_async.timing import idle_backoff
 from cogworker_async.unique.lock import DEFAULT_UNIQUE_FOR
@@ -43,6 +49,7 @@ from cogworker_async.unique.renewals import FetchRenewals
 from cogworker_async.worker.acks import AckBook
 from cogworker_async.worker.blocking import Woke, wait_for_work
 from cogworker_async.worker.demand import Demand
+from cogworker_async.worker.fetch_loops import FetchLoops
 from cogworker_async.worker.fetch_sources import SOURCES_PRUNE_AT, FetchSources
 from cogworker_async.worker.fetch_suspects import SuspectFetching
 from cogworker_async.worker.fetcher_state import BLOCKING_WAIT, FetcherState
@@ -54,13 +61,8 @@ from cogworker_async.worker.shedding import SHED_AFTER, Shedder
 # Importable from here as before.
 __all__ = ["SOURCES_PRUNE_AT", "Fetcher", "weighted_order"]
 
-MAX_IN_FLIGHT = 2
-# How long acks and prefetch may wait for company when no processor is short
-# of a job: a few more per call, far fewer calls when jobs finish one by one.
-GATHER_FOR = 0.001
 
-
-class Fetcher(FetcherState, FetchSources, SuspectFetching):
+class Fetcher(FetcherState, FetchLoops, FetchSources, SuspectFetching):
     def __init__(
         self,
         redis: Redis,
@@ -197,49 +199,6 @@ class Fetcher(FetcherState, FetchSources, SuspectFetching):
         specs = [s for s in self._specs if s.name not in self._paused]
         return weighted_order(specs, self._strict, self._rng)
 
-    # --- the batching loop ----------------------------------------------------
-    async def batch_loop(self) -> None:
-        """Send acks and demand as one call whenever either is waiting.
-
-        ``MAX_IN_FLIGHT`` lanes, each one call at a time. A starved processor
-        (waiting, with no job ready or asked for on its behalf) gets a call at
-        once, even beside one in flight: it never waits for a round trip it
-        isn't in. Acks and prefetch are not urgent: they wait for the call in
-        flight to return, or ``GATHER_FOR`` when none is, and meanwhile more
-        pile up for the same call — larger batches, far fewer round trips.
-        """
-        async with anyio.create_task_group() as lanes:
-            lanes.start_soon(self._give_back.run, self._kick.set)
-            for _ in range(MAX_IN_FLIGHT):
-                lanes.start_soon(self._lane)
-
-    async def _lane(self) -> None:
-        demand = self._demand
-        while True:
-            if demand.dry and demand.want() > demand.requested:
-                self._starving.set()  # short of jobs, queues dry: the blocking wait is on
-            want = demand.lane_want()
-            if self._acks.waiting or want:
-                if demand.starved(self._acks.waiting):
-                    await self._send(want)
-                    continue
-                if not self._acks.calls_out and not self._gathering:
-                    await self._gather()
-                    await self._send(demand.lane_want())
-                    continue
-            self._kick.clear()
-            await self._kick.wait()
-
-    async def _gather(self) -> None:
-        """Give acks and demand ``GATHER_FOR`` to pile up, unless a processor runs short."""
-        self._gathering = True
-        try:
-            self._short.clear()
-            with anyio.move_on_after(GATHER_FOR):
-                await self._short.wait()
-        finally:
-            self._gathering = False
-
     async def _send(self, want: int) -> None:
         if not self._acks.waiting and not want:
             return
@@ -301,49 +260,6 @@ class Fetcher(FetcherState, FetchSources, SuspectFetching):
         if want and len(result.jobs) < want:
             self._demand.dry = True
             self._starving.set()
-
-    # --- the blocking loop ----------------------------------------------------
-    async def block_loop(self) -> None:
-        """While processors starve, block on Redis until work arrives."""
-        streak = 0
-        while True:
-            await self._starving.wait()
-            if self._demand.closed:
-                return
-            if self._demand.isolating:
-                # Nothing new while a suspect waits to run alone (isolate()
-                # kicks the lanes when it is done, and they look again).
-                self._starving.clear()
-                continue
-            self._fetching[BLOCKING_WAIT] = time.monotonic()
-            try:
-                woke = await self._block_once(streak)
-            except Exception as exc:  # noqa: BLE001 - the loop must outlive any one failure
-                self._block_failures.failed(exc)
-                await anyio.sleep(0.2 + 0.3 * self._rng.random())
-                continue
-            finally:
-                del self._fetching[BLOCKING_WAIT]
-            self._block_failures.succeeded()
-            got = woke in (Woke.JOB, Woke.WOKEN)
-            streak = 0 if got else streak + 1
-            if woke is not Woke.NOTHING:
-                self._demand.dry = False  # a job or a wake-up: the lanes look again
-            if woke is Woke.JOB:
-                # Demand may have gone while it waited (a give back landing
-                # wakes it too): what it brought is watched like any fetch.
-                self._shedder.watch()
-            if self._demand.want() == 0 or woke is not Woke.NOTHING:
-                self._starving.clear()
-                self._kick.set()
-
-    async def _held_back(self, job: bytes) -> bool:
-        """Whether a job a blocking wait took is not to run here: parked by a
-        full limit (or gone), as the fetch script parks the jobs it takes."""
-        admission = await admit_taken(
-            self._redis, self._keys, identity=self._identity, job=job, reliable=self.reliable
-        )
-        return admission is not Admission.RUN
 
     async def _block_once(self, streak: int) -> Woke:
         """One blocking wait on the unpaused queues; a job it brings is delivered."""

@@ -20,6 +20,10 @@ failure on their way) and an abort is too late. An aborted job is filed as
 aborted (never retried) when it ends, whatever it ended with. A job never
 aborted pays two attribute stores and one attribute test, and one empty-dict
 test before it runs.
+
+Here: the loop each processor runs and ``process()``, a plain job's whole
+path. The invoke step is ``invoke_step.py``, a tracked job's run
+``tracked_run.py``, the aborted-job handling ``aborted_jobs.py``.
 """
 
 from __future__ import annotations
