@@ -14,6 +14,12 @@ Invariant: a job handed to a processor is on the in-progress list first
 is requeued on shutdown like any other. In basic mode (no list) a job fetched
 ahead is held in memory only: given back (shed, or on a graceful stop) it is
 pushed once (see ``giveback``), never dropped.
+
+Here: the fetcher's state, the processors' side, and what one call sends and
+does with its reply (``_send``, ``_block_once``). Its loops are
+``fetch_loops.py``, its reads and stop ``fetcher_state.py``, the fetched
+batches' sources ``fetch_sources.py``, its side of the suspects
+``fetch_suspects.py``, the queue order ``queue_order.py``.
 """
 
 from __future__ import annotations
@@ -25,7 +31,6 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 
 import anyio
-import orjson
 from redis.asyncio import Redis
 
 from cogworker_async.holds import Hold
@@ -34,67 +39,30 @@ from cogworker_async.observability.history import Run
 from cogworker_async.settings import QueueSpec
 from cogworker_async.store import commands
 from cogworker_async.store.commands import Ack, End, Start
-from cogworker_async.store.connection import drop_idle_connections, unblock_named
+from cogworker_async.store.connection import drop_idle_connections
 from cogworker_async.store.faults import FailureLog, is_outage
-from cogworker_async.store.limits import LIMITS_MARK, Admission, admit_taken
+from cogworker_async.store.limits import LIMITS_MARK
 from cogworker_async.store.replies import text
 from cogworker_async.timing import idle_backoff
 from cogworker_async.unique.lock import DEFAULT_UNIQUE_FOR
 from cogworker_async.unique.renewals import FetchRenewals
 from cogworker_async.worker.acks import AckBook
-from cogworker_async.worker.blocking import Woke, wait_for_work, wait_name
+from cogworker_async.worker.blocking import Woke, wait_for_work
 from cogworker_async.worker.demand import Demand
+from cogworker_async.worker.fetch_loops import FetchLoops
+from cogworker_async.worker.fetch_sources import SOURCES_PRUNE_AT, FetchSources
+from cogworker_async.worker.fetch_suspects import SuspectFetching
+from cogworker_async.worker.fetcher_state import BLOCKING_WAIT, FetcherState
 from cogworker_async.worker.giveback import GiveBack
 from cogworker_async.worker.handout import Handout
+from cogworker_async.worker.queue_order import weighted_order
 from cogworker_async.worker.shedding import SHED_AFTER, Shedder
 
-MAX_IN_FLIGHT = 2
-# How long acks and prefetch may wait for company when no processor is short
-# of a job: a few more per call, far fewer calls when jobs finish one by one.
-GATHER_FOR = 0.001
-BLOCKING_WAIT = object()  # the blocking loop's entry among the calls out
-UNBLOCK_EVERY = 0.1  # seconds between two unblocks of a wait at a stop
-# Fetched batches remembered (several queues) before the ones none of whose
-# jobs is still ours are dropped; at least this many between two looks.
-SOURCES_PRUNE_AT = 64
+# Importable from here as before.
+__all__ = ["SOURCES_PRUNE_AT", "Fetcher", "weighted_order"]
 
 
-def weighted_order(specs: Sequence[QueueSpec], strict: bool, rng: random.Random) -> list[str]:
-    """Queue names in the order to try: as given (strict), or drawn by weight.
-
-    The SPEC's order is "each queue repeated by its weight, shuffled,
-    de-duplicated": the first queue is each one with a chance proportional
-    to its weight, and each next one likewise among those left. It is drawn
-    here as that, by cumulative sums over the queues left, never by building
-    the list with one entry per unit of weight (a weight of 20,000,000 made
-    every fetch take seconds). Per call: one random draw and one pass over
-    the remaining weights for each queue — with the handful of queues a
-    worker reads, a few dozen operations at most.
-    """
-    if strict or len(specs) <= 1:
-        return [s.name for s in specs]  # none: every queue paused
-    left = list(specs)
-    total = sum(s.weight for s in left)
-    order: list[str] = []
-    while len(left) > 1:
-        point = rng.random() * total
-        # The first queue whose cumulative weight passes the point; the last
-        # one if rounding leaves the point at the very top.
-        index = len(left) - 1
-        reached = 0
-        for position, spec in enumerate(left):
-            reached += spec.weight
-            if point < reached:
-                index = position
-                break
-        chosen = left.pop(index)
-        total -= chosen.weight
-        order.append(chosen.name)
-    order.append(left[0].name)
-    return order
-
-
-class Fetcher:
+class Fetcher(FetcherState, FetchLoops, FetchSources, SuspectFetching):
     def __init__(
         self,
         redis: Redis,
@@ -224,208 +192,12 @@ class Fetcher:
         """Job ``jid``'s ``working`` write if no call carries it yet (taken out)."""
         return self._acks.take_start(jid)
 
-    @property
-    def redis(self) -> Redis:
-        return self._redis
-
-    @property
-    def keys(self) -> Keys:
-        """The namespace's key names this fetcher reads and acks under."""
-        return self._keys
-
-    @property
-    def identity(self) -> str:
-        """The process identity whose in-progress list this fetcher fills."""
-        return self._identity
-
-    @property
-    def held(self) -> list[bytes]:
-        """Jobs fetched and not yet taken by a processor (waiting, or handed over to one
-        that has not resumed yet)."""
-        return [*self._handout.held, *self._give_back.pending]
-
-    async def give_back_held(self) -> None:
-        """Put every job fetched ahead back on its queue (one processor, a suspect to run)."""
-        newest_first = [self._ready.pop() for _ in range(len(self._ready))]
-        if newest_first:
-            self._ready.extendleft(reversed(await self._give_back.now(newest_first)))
-
-    async def give_back_at_stop(self, unsettled: Sequence[bytes]) -> list[bytes]:
-        """Basic fetch, on a graceful stop: every job still ours goes back to the front
-        of its queue (there is no list to requeue): give backs the stop cut off, the
-        jobs held ahead, and ``unsettled`` (fetched before them: a processor's job cut
-        off by the stop), which run first. Returns any the queues refused."""
-        newest_first = [*reversed(self._handout.held), *reversed(unsettled)]
-        self._handout.ready.clear()
-        return await self._give_back.at_stop(newest_first)
-
-    async def calls_landed(self, bound: float) -> None:
-        """Wait (up to ``bound`` s) until no call that may bring jobs is out, at a stop.
-
-        Reliable fetch: a call cancelled is not a call over. Its socket's close
-        reaches Redis when it does, and a ``BLMOVE`` still blocked there takes
-        the first job the shutdown's requeue pushes onto its queue, onto the
-        list of a process that has left (only orphan recovery finds it then).
-        Basic fetch: the jobs a call popped are nowhere but in its reply. So the
-        calls land first; the blocking wait is ended on the server
-        (``CLIENT UNBLOCK``, as if timed out), again until it has landed: sent
-        before the wait reached the server, an unblock finds nothing to end.
-        """
-        nudged = 0.0
-        with anyio.move_on_after(bound):
-            # Polled, at a stop only: an event would cost every call out a set().
-            while self._fetching:
-                if BLOCKING_WAIT in self._fetching and time.monotonic() - nudged >= UNBLOCK_EVERY:
-                    nudged = time.monotonic()
-                    await unblock_named(self._redis, wait_name(self._identity))
-                await anyio.sleep(0.01)
-
-    @property
-    def fetching(self) -> bool:
-        """A call that may bring jobs is out (a fetch asking for some, or a blocking wait)."""
-        return self.fetching_since() is not None
-
-    def fetching_since(self) -> float | None:
-        """When the oldest call still out that may bring jobs went out (monotonic), or None."""
-        return min(self._fetching.values(), default=None)
-
-    @property
-    def acks_out(self) -> bool:
-        """Finished jobs whose ack has not landed yet (they are still on the list)."""
-        return self._acks.out
-
-    def pending_ack_raws(self) -> list[bytes]:
-        """Finished jobs whose ack hasn't landed yet (still on the list, not strays)."""
-        return self._acks.pending_raws()
-
-    def take_pending_acks(self) -> list[Ack]:
-        """Every ack not yet landed, taken out: shutdown sends them itself."""
-        return self._acks.take_all()
-
-    def close(self) -> None:
-        """Stop handing out jobs: waiting processors get None."""
-        self._demand.closed = True
-        self._handout.close()
-        self._kick.set()
-        self._starving.set()
-
     def _deliver(self, jobs: Sequence[bytes]) -> None:
         self._handout.deliver(jobs)
-
-    def _remember(self, jobs: Sequence[bytes], sources: Sequence[tuple[str, int]]) -> None:
-        """Keep where a fetched batch came from (several queues only; after ``_deliver``)."""
-        if self.sole_queue is not None or not self.reliable or not jobs:
-            return
-        self._batches.append((jobs, sources))
-        if len(self._batches) >= self._prune_at:
-            ours = set(self.ours())
-            self._batches = [b for b in self._batches if not ours.isdisjoint(b[0])]
-            self._prune_at = max(SOURCES_PRUNE_AT, 2 * len(self._batches))
-
-    def sources_of(self, jobs: Iterable[bytes]) -> dict[bytes, str]:
-        """The queue each of ``jobs`` was fetched from, where known (shutdown, give back).
-
-        Unknown for a job whose fetch reply never arrived: it goes back to the
-        queue its payload names.
-        """
-        if self.sole_queue is not None:
-            return dict.fromkeys(jobs, self.sole_queue)
-        wanted = set(jobs)
-        found: dict[bytes, str] = {}
-        for batch, runs in self._batches:  # oldest first: a job fetched again, its last source
-            start = 0
-            for queue, count in runs:
-                for raw in batch[start : start + count]:
-                    if raw in wanted:
-                        found[raw] = queue
-                start += count
-        return found
-
-    def decline_suspects(self, seconds: float) -> None:
-        """Take no suspect for ``seconds``: a queue whose front is one is skipped meanwhile."""
-        self._decline_until = time.monotonic() + seconds
-
-    def _declining(self) -> bool:
-        return time.monotonic() < self._decline_until
-
-    async def is_suspect(self, raw: bytes) -> bool:
-        """Whether a job carrying the suspect mark is one: its orphan counter is >= 1.
-
-        fetch.lua's rule (``real_suspect``), asked again here for a job that
-        reached us without it (the blocking wait's ``BLMOVE``): only
-        requeue.lua writes the counter, so a mark a producer wrote runs as a
-        plain job. One GET, for marked jobs only. Unanswered: a suspect (the
-        safe side).
-        """
-        try:
-            jid = orjson.loads(raw).get("jid")
-        except (orjson.JSONDecodeError, AttributeError):
-            return False  # not a job object: buried as unparseable, alone or not
-        if not isinstance(jid, str):
-            return False
-        try:
-            count = await self._redis.get(self._keys.orphanings(jid))
-        except Exception as exc:  # noqa: BLE001 - can't tell: run it alone
-            if not is_outage(exc):
-                self._log.warning("jid=%s orphan counter unreadable (%s): run alone", jid, exc)
-            return True
-        try:
-            return count is not None and int(count) >= 1
-        except ValueError:
-            return False
-
-    def isolate(self, on: bool) -> None:
-        """Stop (or resume) fetching while a suspect waits for, or has, the process alone."""
-        self._demand.isolating += 1 if on else -1
-        if not on and self._demand.isolating == 0:
-            self._kick.set()
 
     def _order(self) -> list[str]:
         specs = [s for s in self._specs if s.name not in self._paused]
         return weighted_order(specs, self._strict, self._rng)
-
-    # --- the batching loop ----------------------------------------------------
-    async def batch_loop(self) -> None:
-        """Send acks and demand as one call whenever either is waiting.
-
-        ``MAX_IN_FLIGHT`` lanes, each one call at a time. A starved processor
-        (waiting, with no job ready or asked for on its behalf) gets a call at
-        once, even beside one in flight: it never waits for a round trip it
-        isn't in. Acks and prefetch are not urgent: they wait for the call in
-        flight to return, or ``GATHER_FOR`` when none is, and meanwhile more
-        pile up for the same call — larger batches, far fewer round trips.
-        """
-        async with anyio.create_task_group() as lanes:
-            lanes.start_soon(self._give_back.run, self._kick.set)
-            for _ in range(MAX_IN_FLIGHT):
-                lanes.start_soon(self._lane)
-
-    async def _lane(self) -> None:
-        demand = self._demand
-        while True:
-            if demand.dry and demand.want() > demand.requested:
-                self._starving.set()  # short of jobs, queues dry: the blocking wait is on
-            want = demand.lane_want()
-            if self._acks.waiting or want:
-                if demand.starved(self._acks.waiting):
-                    await self._send(want)
-                    continue
-                if not self._acks.calls_out and not self._gathering:
-                    await self._gather()
-                    await self._send(demand.lane_want())
-                    continue
-            self._kick.clear()
-            await self._kick.wait()
-
-    async def _gather(self) -> None:
-        """Give acks and demand ``GATHER_FOR`` to pile up, unless a processor runs short."""
-        self._gathering = True
-        try:
-            self._short.clear()
-            with anyio.move_on_after(GATHER_FOR):
-                await self._short.wait()
-        finally:
-            self._gathering = False
 
     async def _send(self, want: int) -> None:
         if not self._acks.waiting and not want:
@@ -488,49 +260,6 @@ class Fetcher:
         if want and len(result.jobs) < want:
             self._demand.dry = True
             self._starving.set()
-
-    # --- the blocking loop ----------------------------------------------------
-    async def block_loop(self) -> None:
-        """While processors starve, block on Redis until work arrives."""
-        streak = 0
-        while True:
-            await self._starving.wait()
-            if self._demand.closed:
-                return
-            if self._demand.isolating:
-                # Nothing new while a suspect waits to run alone (isolate()
-                # kicks the lanes when it is done, and they look again).
-                self._starving.clear()
-                continue
-            self._fetching[BLOCKING_WAIT] = time.monotonic()
-            try:
-                woke = await self._block_once(streak)
-            except Exception as exc:  # noqa: BLE001 - the loop must outlive any one failure
-                self._block_failures.failed(exc)
-                await anyio.sleep(0.2 + 0.3 * self._rng.random())
-                continue
-            finally:
-                del self._fetching[BLOCKING_WAIT]
-            self._block_failures.succeeded()
-            got = woke in (Woke.JOB, Woke.WOKEN)
-            streak = 0 if got else streak + 1
-            if woke is not Woke.NOTHING:
-                self._demand.dry = False  # a job or a wake-up: the lanes look again
-            if woke is Woke.JOB:
-                # Demand may have gone while it waited (a give back landing
-                # wakes it too): what it brought is watched like any fetch.
-                self._shedder.watch()
-            if self._demand.want() == 0 or woke is not Woke.NOTHING:
-                self._starving.clear()
-                self._kick.set()
-
-    async def _held_back(self, job: bytes) -> bool:
-        """Whether a job a blocking wait took is not to run here: parked by a
-        full limit (or gone), as the fetch script parks the jobs it takes."""
-        admission = await admit_taken(
-            self._redis, self._keys, identity=self._identity, job=job, reliable=self.reliable
-        )
-        return admission is not Admission.RUN
 
     async def _block_once(self, streak: int) -> Woke:
         """One blocking wait on the unpaused queues; a job it brings is delivered."""

@@ -20,13 +20,15 @@ failure on their way) and an abort is too late. An aborted job is filed as
 aborted (never retried) when it ends, whatever it ended with. A job never
 aborted pays two attribute stores and one attribute test, and one empty-dict
 test before it runs.
+
+Here: the loop each processor runs and ``process()``, a plain job's whole
+path. The invoke step is ``invoke_step.py``, a tracked job's run
+``tracked_run.py``, the aborted-job handling ``aborted_jobs.py``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import difflib
-import functools
 import logging
 import time
 from collections.abc import Callable
@@ -37,20 +39,16 @@ import orjson
 
 from cogworker_async import payload
 from cogworker_async.context import set_current
-from cogworker_async.errors import JobTimeout, UnknownJob
-from cogworker_async.jobs import JobFunction, JobRegistry
+from cogworker_async.jobs import JobRegistry
 from cogworker_async.limits import LIMIT_SLOTS, BackOff
-from cogworker_async.middleware import Next, ServerMiddleware, wrap_server_chain
+from cogworker_async.middleware import ServerMiddleware
 from cogworker_async.periodic.running import PJID, PeriodicRuns
 from cogworker_async.store.commands import End
 from cogworker_async.unique import DeferredReleases
+from cogworker_async.worker.aborted_jobs import AbortedJobs
 from cogworker_async.worker.aborting import (
-    BEFORE_HANDLER,
     FINISHING,
     IN_HANDLER,
-    MARKED,
-    NOT_ABORTED,
-    abort_in,
     ended_by_abort,
 )
 from cogworker_async.worker.backoff import BackOffs
@@ -58,38 +56,21 @@ from cogworker_async.worker.fetcher import Fetcher
 from cogworker_async.worker.freeze import NEVER_FROZEN as _NEVER_FROZEN
 from cogworker_async.worker.freeze import FreezeGuard
 from cogworker_async.worker.job_locks import JobLocks
+from cogworker_async.worker.running_job import RunningJob
 from cogworker_async.worker.settlement import Settler
 from cogworker_async.worker.suspects import SUSPECT_PREFIX, Suspects
 from cogworker_async.worker.threads import HandlerThreads, cancelled_by_us
 from cogworker_async.worker.tracking import Tracker
 
-
-class RunningJob:
-    """What a processor runs now (its raw bytes are how it is known on the list).
-
-    ``aborted``: MARKED (filed as aborted when it ends: its handler never
-    starts, or a plain ``def``'s thread runs on) or CANCELLED (its handler's
-    await was cancelled). ``phase``: BEFORE_HANDLER, IN_HANDLER (an ``async
-    def``'s handler is being awaited: the one moment an abort cancels), or
-    FINISHING (its handler returned or raised: its settlement is on its way,
-    and an abort is too late; see ``aborting.py``).
-    """
-
-    __slots__ = ("aborted", "job", "phase", "raw", "started")
-
-    def __init__(self, raw: bytes, job: dict[str, Any] | None, started: float) -> None:
-        self.raw = raw
-        self.job = job
-        self.started = started
-        self.aborted = NOT_ABORTED
-        self.phase = BEFORE_HANDLER
+# Importable from here as before (tests, the abort logic's docs).
+__all__ = ["Processors", "RunningJob"]
 
 
 def _nothing() -> None:
     return None
 
 
-class Processors:
+class Processors(AbortedJobs):
     """Shared state of a worker's processors, and the loop each one runs."""
 
     def __init__(
@@ -366,162 +347,3 @@ class Processors:
             del self.running[slot]
             if not self.running:
                 self._quiet.set()
-
-    def abort(self, jid: str) -> bool:
-        """Abort job ``jid`` if a processor here runs it (see ``aborting.abort_in``)."""
-        return abort_in(self.running, self._tasks, self._registry, jid, self._log)
-
-    async def _file_aborted(self, slot: int, running: RunningJob) -> None:
-        """File an aborted job (shielded, as a failure is): settled, not retried."""
-        job = running.job
-        assert job is not None
-        running.phase = FINISHING
-        self._log.warning(
-            "jid=%s %s aborted queue=%s after %.3f s: filed as aborted, not retried",
-            job["jid"],
-            job["class"],
-            job["queue"],
-            time.time() - running.started,
-        )
-        function = self._registry.get(job["class"])
-        with anyio.CancelScope(shield=True):
-            await self._settler.file(self._settler.aborted_filing(running.raw, job))
-            if self._tracker is not None and self._tracked(job, function):
-                await self._tracker.aborted(slot, job, function)
-
-    async def _refuse_aborted(self, slot: int, raw: bytes, job: dict[str, Any]) -> None:
-        """A job announced as aborted reached a processor: filed as aborted, never run."""
-        running = RunningJob(raw, job, time.time())
-        running.aborted = MARKED
-        self.running[slot] = running
-        try:
-            await self._file_aborted(slot, running)
-        finally:
-            del self.running[slot]
-            if not self.running:
-                self._quiet.set()
-
-    def _tracked(self, job: dict[str, Any], function: JobFunction[Any, Any] | None) -> bool:
-        """Does this job keep a result or track its status? (The plain job's cost: this.)"""
-        return (
-            self._track_all
-            or "status" in job
-            or "keep_result" in job
-            or (function is not None and function.tracks)
-        )
-
-    async def _run_tracked(
-        self,
-        slot: int,
-        raw: bytes,
-        job: dict[str, Any],
-        function: JobFunction[Any, Any] | None,
-        started: float,
-    ) -> End | None:
-        """``_run`` with its status written around it and its return value kept: in
-        reliable fetch, the result and final status are returned for the ack to
-        write (in its own step); in basic fetch (no list to leave) written now."""
-        tracker = self._tracker
-        running = self.running[slot]
-        if tracker is None:  # a payload asking, in a worker built without a tracker
-            await self._run(running, function)
-            return None
-        tracker.started(slot, job, function, started)
-        box: list[Any] = [None]
-        if (
-            function is not None
-            and function.is_async
-            and not running.aborted
-            and not self._middleware
-            and not (job.get("timeout") or function.defaults.timeout or self._default_timeout)
-        ):
-            # The common case, as process() runs a plain job's: no layer between.
-            running.phase = IN_HANDLER
-            box[0] = await function.fn(*(job.get("args") or ()), **(job.get("kwargs") or {}))
-        else:
-            await self._run(running, function, box)
-        if running.aborted:
-            return None  # filed as aborted by process(), its result not kept
-        if self._fetcher.reliable:
-            await tracker.progress.landed(str(job["jid"]))
-            return tracker.success_end(slot, job, function, box[0])
-        await tracker.succeeded(slot, job, function, box[0])
-        return None
-
-    async def _run(
-        self,
-        running: RunningJob,
-        function: JobFunction[Any, Any] | None,
-        box: list[Any] | None = None,
-    ) -> None:
-        """The job through the middleware chain, with its timeout; its return value
-        goes into ``box`` when one is given."""
-        job = running.job
-        assert job is not None
-        if function is None:
-            # Through the chain like any failure, so middleware (metrics,
-            # tracing, status) sees unknown names too.
-            innermost: Next = functools.partial(_unknown, job["class"], self._registry)
-        else:
-            timeout = job.get("timeout") or function.defaults.timeout or self._default_timeout
-            innermost = functools.partial(self._invoke, function, running, timeout, box)
-        if self._middleware:
-            await wrap_server_chain(self._middleware, job, innermost)()
-        else:
-            await innermost()
-
-    async def _invoke(
-        self,
-        function: JobFunction[Any, Any],
-        running: RunningJob,
-        limit: float | None,
-        box: list[Any] | None = None,
-    ) -> None:
-        """The handler itself, in its phase: aborted before it, it never starts; an
-        abort cancels only this await; once it has returned, the job is finishing
-        (the middleware's code after it included)."""
-        if running.aborted:
-            return  # aborted before its handler started: process() files it as aborted
-        job = running.job
-        assert job is not None
-        args = job.get("args") or ()
-        kwargs = job.get("kwargs") or {}
-        running.phase = IN_HANDLER
-        try:
-            if not function.is_async:
-                call = functools.partial(function.fn, *args, **kwargs)
-                if box is not None:
-                    call = functools.partial(_into, box, call)
-                limit_s = None if limit is None else float(limit)
-                await self._threads.run(running.raw, job, call, limit_s)
-                return
-            if limit is None:
-                value = await function.fn(*args, **kwargs)
-                if box is not None:
-                    box[0] = value
-                return
-            try:
-                async with asyncio.timeout(float(limit)) as scope:
-                    value = await function.fn(*args, **kwargs)
-                if box is not None:
-                    box[0] = value
-            except TimeoutError:
-                if scope.expired():
-                    raise JobTimeout(f"ran past its timeout of {limit} s") from None
-                raise
-        finally:
-            running.phase = FINISHING
-
-
-def _into(box: list[Any], call: Callable[[], Any]) -> None:
-    box[0] = call()
-
-
-async def _unknown(name: str, registry: JobRegistry) -> None:
-    names = registry.names
-    close = difflib.get_close_matches(name, names, n=1, cutoff=0.8)
-    if close:
-        hint = f" (did you mean {close[0]!r}?)"
-    else:
-        hint = f" (it knows {len(names)} job{'' if len(names) == 1 else 's'})"
-    raise UnknownJob(f"no handler registered for {name!r} in this worker{hint}")

@@ -11,6 +11,9 @@ refusal that lasts is not hammered. Repeated failures are logged once per
 episode, and a ``WRONGTYPE`` reply wakes the key guard. A shutdown that still
 can't file one leaves it on the in-progress list (kept, never requeued), where
 recovery will find it.
+
+Here the filings are built; ``filing_calls.py`` sends them and keeps the
+pending ones, ``retry_rules.py`` holds the rules they are built by.
 """
 
 from __future__ import annotations
@@ -27,72 +30,41 @@ from redis.asyncio import Redis
 
 from cogworker_async import holds, payload
 from cogworker_async.errors import ResultNotJSON, UnknownJob
-from cogworker_async.holds import released
-from cogworker_async.jobs import JobFunction, RetryDecision, RetryIn, RetryOption
+from cogworker_async.jobs import JobFunction, RetryDecision, RetryIn
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
-from cogworker_async.store import aborts, commands
-from cogworker_async.store.commands import FileOutcome, Filing
-from cogworker_async.store.faults import FailureLog, is_outage
+from cogworker_async.store.commands import Filing
+from cogworker_async.store.faults import FailureLog
 from cogworker_async.timing import MAX_DURATION, retry_backoff
-from cogworker_async.unique.lock import Release
 from cogworker_async.unique.releases import DeferredReleases
 from cogworker_async.worker.backtraces import backtrace_frames, format_backtrace
 from cogworker_async.worker.failure_log import log_failure
+from cogworker_async.worker.filing_calls import (
+    DUPLICATE_WARNING,
+    RETRY_FIRST,
+    RETRY_MAX,
+    FilingCalls,
+)
+from cogworker_async.worker.retry_rules import (
+    arguments_misfit,
+    error_class_name,
+    next_retry_count,
+    retry_limit,
+)
 
-DUPLICATE_WARNING = "recovered while still running here: it may have run twice"
-RETRY_FIRST = 1.0  # s before a filing refused by a non-outage error is tried again
-RETRY_MAX = 60.0
-
-
-def retry_limit(
-    job: dict[str, Any], settings: Settings, registered: RetryOption | None = None
-) -> int | None:
-    """How many retries this job gets; None means "discard on failure" (``retry: False``).
-
-    The payload's own ``retry`` first; a payload without one (enqueued by name
-    from a process that does not know the job, or pushed by hand) takes the
-    registered job's (``@job(retry=...)``), then ``max_retries``.
-    """
-    option = job.get("retry")
-    if option is None:
-        option = registered
-    if option is False:
-        return None
-    if option is True or option is None:
-        return settings.max_retries
-    if isinstance(option, int) and option >= 0:
-        return option
-    return settings.max_retries
+# Importable from here as before (tracking.py, the tests).
+__all__ = [
+    "DUPLICATE_WARNING",
+    "RETRY_FIRST",
+    "RETRY_MAX",
+    "Settler",
+    "error_class_name",
+    "next_retry_count",
+    "retry_limit",
+]
 
 
-def _misfit(
-    job: dict[str, Any], exc: BaseException, function: JobFunction[Any, Any] | None
-) -> str | None:
-    """Why the job's arguments do not fit its handler, when that is its ``TypeError``."""
-    if function is None or not isinstance(exc, TypeError):
-        return None
-    args, kwargs = job.get("args") or (), job.get("kwargs") or {}
-    if not isinstance(args, list | tuple) or not isinstance(kwargs, dict):
-        return None
-    problem = function.call_problem(args, kwargs)
-    return (
-        None if problem is None else f"job {function.name!r} cannot take its arguments: {problem}"
-    )
-
-
-def error_class_name(exc: BaseException) -> str:
-    return type(exc).__name__
-
-
-def next_retry_count(job: dict[str, Any]) -> int:
-    """The ``retry_count`` a failure files the job with: Sidekiq's index of the failure
-    (0 for the first), what the retry and dead entries and the UI show."""
-    count = job.get("retry_count")
-    return count + 1 if isinstance(count, int) and not isinstance(count, bool) else 0
-
-
-class Settler:
+class Settler(FilingCalls):
     """Builds and files failure records; keeps the ones Redis refused for later."""
 
     def __init__(
@@ -211,7 +183,7 @@ class Settler:
             # The handler ran and succeeded: running it again for a result it
             # cannot store would repeat its work. Filed dead, the error saying why.
             limit = 0
-        misfit = _misfit(job, exc, function)
+        misfit = arguments_misfit(job, exc, function)
         if misfit is not None and limit is not None:
             # Arguments that do not fit the handler (an older client, an enqueue
             # by name) fit no better on a retry: straight to dead, said once.
@@ -304,141 +276,8 @@ class Settler:
         counted = "" if self._settings.metrics_history else None
         return Filing(raw, "", self._keys.dead, time.time(), entry, counted)
 
-    async def file(self, filing: Filing) -> bool:
-        """File now, or keep it pending if Redis refuses; never raises (but cancellation).
-
-        True when a retry was settled as aborted instead: an abort answered
-        "cancelling" landed while it was being filed (its tombstone)."""
-        sent = time.monotonic()
-        try:
-            outcome = await self._file(filing)
-        except Exception as exc:  # noqa: BLE001 - whatever failed, the job stays ours to file
-            self._keep_pending(filing, exc)
-            return False
-        self._failures.succeeded(sent)
-        return outcome is FileOutcome.ABORTED
-
-    def _keep_pending(self, filing: Filing, exc: Exception) -> None:
-        """Keep a filing Redis refused for reconciliation; named once, when it is first kept."""
-        first = filing.raw not in self.pending
-        self.pending[filing.raw] = filing
-        self._failures.failed(exc)  # once per episode; WRONGTYPE wakes the key guard
-        if is_outage(exc):
-            self._backoff.pop(filing.raw, None)  # tried on every pass until Redis is back
-        else:
-            previous = self._backoff.get(filing.raw)
-            delay = RETRY_FIRST if previous is None else min(previous[1] * 2, RETRY_MAX)
-            jittered = delay * (0.5 + self._rng.random())
-            self._backoff[filing.raw] = (time.monotonic() + jittered, delay)
-        if first:
-            self._log.warning(
-                "jid=%s: could not file its failure (%s): kept pending, %s",
-                filing.jid,
-                type(exc).__name__,
-                "filed when Redis is back" if is_outage(exc) else "tried again with back-off",
-            )
-
     def aborted_filing(self, raw: bytes, job: dict[str, Any]) -> Filing:
         """The settlement of a job aborted here: off the list, counted, not retried,
         its holds (unique lock, periodic running lock, ...) settled in the same step."""
         job_holds = holds.read(job, self._keys)
         return Filing(raw, str(job["jid"]), None, time.time(), b"", aborted=True, holds=job_holds)
-
-    async def _file(self, filing: Filing) -> FileOutcome:
-        if filing.aborted:
-            settled = await aborts.settle_aborted(
-                self._redis,
-                self._keys,
-                identity=self._identity,
-                raw=filing.raw,
-                jid=filing.jid,
-                holds=filing.holds,
-                listed=self._listed,
-            )
-            if not settled:
-                self.note_duplicate(filing.jid)
-                return FileOutcome.GONE
-            return FileOutcome.FILED
-        filed = await commands.file(
-            self._redis,
-            self._keys,
-            identity=self._identity,
-            filing=filing,
-            dead_max_jobs=self._settings.dead_max_jobs,
-            dead_timeout=self._settings.dead_timeout,
-            listed=self._listed,
-        )
-        if filed is FileOutcome.GONE:
-            self.note_duplicate(filing.jid)
-        elif filed is FileOutcome.ABORTED:
-            self._log.warning(
-                "jid=%s was aborted while its failure was being filed: filed as aborted, "
-                "not retried",
-                filing.jid,
-            )
-        return filed
-
-    def note_duplicate(self, jid: str) -> None:
-        self.duplicates_suspected += 1
-        self._unflushed_duplicates += 1
-        self._log.warning("jid=%s %s", jid, DUPLICATE_WARNING)
-
-    async def flush_counters(self) -> None:
-        """Add the duplicates noted since the last flush to their stat (batched, best effort)."""
-        count, self._unflushed_duplicates = self._unflushed_duplicates, 0
-        if not count:
-            return
-        try:
-            await self._redis.incrby(self._keys.stat("duplicates_suspected"), count)
-        except Exception:
-            self._unflushed_duplicates += count
-            raise
-
-    async def hand_over_pending(self) -> tuple[list[bytes], list[bytes]]:
-        """On shutdown: pending failures go to the unsettled list for any live process
-        to file. Returns (discarded jobs to drop with the requeue, jobs to keep on the
-        list because even the hand-over failed)."""
-        finished: list[bytes] = []
-        keep: list[bytes] = []
-        for raw, filing in list(self.pending.items()):
-            if filing.target is None:
-                finished.append(raw)  # retry=False: dropping it is its settlement
-                if self.releases is not None:  # its holds' releases are handed over next
-                    event = commands.filing_event(filing, self._keys)
-                    for hold in released(filing.holds, event):
-                        self.releases.defer(Release(hold.key, hold.owner))
-                continue
-            try:
-                await commands.park_unsettled(
-                    self._redis,
-                    self._keys,
-                    identity=self._identity,
-                    filing=filing,
-                    listed=self._listed,
-                )
-            except Exception as exc:  # noqa: BLE001 - kept on the list, recovery finds it
-                self._log.error("jid=%s: could not hand over its failure (%s)", filing.jid, exc)
-                keep.append(raw)
-            self.pending.pop(raw, None)
-            self._backoff.pop(raw, None)
-        return finished, keep
-
-    async def settle_pending(self) -> int:
-        """Try every pending filing that is due once; returns how many are still pending."""
-        now = time.monotonic()
-        for raw, filing in list(self.pending.items()):
-            backoff = self._backoff.get(raw)
-            if backoff is not None and backoff[0] > now:
-                continue
-            sent = time.monotonic()
-            try:
-                await self._file(filing)
-            except Exception as exc:  # noqa: BLE001 - one bad filing must not block the rest
-                self._keep_pending(filing, exc)
-                if is_outage(exc):
-                    break
-                continue
-            self._failures.succeeded(sent)
-            self.pending.pop(raw, None)
-            self._backoff.pop(raw, None)
-        return len(self.pending)
