@@ -249,7 +249,8 @@ async def fail_results(
             continue
         async with redis.pipeline(transaction=True) as pipe:
             pipe.rpush(keys.result(jid), envelope)
-            pipe.expire(keys.result(jid), seconds, nx=True)
+            # Plain EXPIRE: its NX option is Redis 7's (the key is new here anyway).
+            pipe.expire(keys.result(jid), seconds)
             pipe.set(keys.result_gone(jid), "1", ex=2 * seconds, nx=True)
             pipe.publish(keys.result_ready(jid), "1")
             await pipe.execute()
