@@ -7,9 +7,11 @@ This measures the primitives those are made of, and the alternatives, as
 bare probe scripts (one queue, no limits, no suspects, no stats): 300 jobs a
 call of 160-byte payloads, ``--calls`` calls per probe and run, Redis's own
 account of each call (``INFO commandstats``: the ``evalsha`` microseconds
-it added), per job. The probes are measurements, not the
-library's scripts: none is safe to run as an ack (the trimming ones trust the
-caller about the list).
+it added), per job. That is the script's own time, by the clock (on a busy
+machine it grows when Redis is descheduled), without parsing the call's
+arguments: a worker's Redis CPU per job (``throughput.py``) counts both.
+The probes are measurements, not the library's scripts: none is safe to run
+as an ack (the trimming ones trust the caller about the list).
 
 Taking (a batch from a queue into the in-progress list, the jobs returned):
 
