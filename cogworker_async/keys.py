@@ -277,6 +277,24 @@ class Keys:
         """Entry name -> its last run's outcome (JSON), for `periodic list`."""
         return f"{self.ns}:periodic:results"
 
+    @property
+    def after_prefix(self) -> str:
+        """Jobs enqueued ``.options(after=[...])``: ``<prefix><jid>`` is the set of
+        jobs waiting on job ``jid``; ``~waiting`` (hash jid -> payload) and
+        ``~left`` (hash jid -> prerequisites not ended) hold the waiting jobs."""
+        return f"{self.ns}:after:"
+
+    @property
+    def after_waiting(self) -> str:
+        return f"{self.ns}:after:~waiting"
+
+    @property
+    def after_left(self) -> str:
+        return f"{self.ns}:after:~left"
+
+    def after_edges(self, jid: str) -> str:
+        return f"{self.ns}:after:{jid}"
+
     def batch(self, bid: str) -> str:
         """A batch (a hash: state, counts, callbacks); also the key of a member's
         batch hold (``holds.BATCH``), its prefix ``batch_prefix``."""
