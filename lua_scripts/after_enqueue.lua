@@ -18,8 +18,10 @@
 -- What a prerequisite is, in order: waiting itself (a chain) -> on its way;
 -- its kept result -> succeeded or failed; its status -> ended (complete;
 -- failed, dead, aborted) or on its way; else it is looked for (one walk over
--- every queue, the schedule, the retry, dead, parked and unsettled sets and
--- the in-progress lists: a cost paid only for an untracked prerequisite):
+-- every queue, the schedule, the retry, dead, parked and unsettled sets, the
+-- in-progress lists (and what a basic-fetch process says it runs): a cost
+-- paid only for an untracked prerequisite; a job held back by a limit is not
+-- looked for):
 -- found waiting or running -> on its way, found dead -> dead. Found nowhere:
 -- nothing tells whether it ran, and the job is refused.
 -- Returns {"queued" | "waiting" | "failed" | "dropped", n or the jid}:
@@ -93,8 +95,17 @@ local function look_for(wanted, found)
   for _, queue in ipairs(redis.call("SMEMBERS", ns .. "queues")) do
     walk_list(ns .. "queue:" .. queue, wanted, found)
   end
+  local listed = {}
   for _, identity in ipairs(redis.call("SMEMBERS", ns .. "in_progress_identities")) do
+    listed[identity] = true
     walk_list(ns .. "in_progress:" .. identity, wanted, found)
+  end
+  -- A basic-fetch process has no list: what it runs is in its workers hash.
+  for _, identity in ipairs(redis.call("SMEMBERS", ns .. "processes")) do
+    local workers = ns .. "workers:" .. identity
+    if not listed[identity] and redis.call("TYPE", workers)["ok"] == "hash" then
+      look_in(redis.call("HVALS", workers), wanted, found, "pending")
+    end
   end
   walk_list(ns .. "repeat_orphans", wanted, found)
   walk_list(ns .. "unsettled", wanted, found)

@@ -116,6 +116,8 @@ def register(
         for name, value in found.as_dict().items():
             if name == "progress" and found.progress is not None:
                 typer.echo(f"{name:<14} {found.progress.describe()}")
+            elif name == "waiting_on" and found.waiting_on is not None:
+                typer.echo(f"{name:<14} {', '.join(found.waiting_on) or '-'}")
             elif value is not None:
                 typer.echo(f"{name:<14} {value}")
             if name == "state" and value in STATUS_STRINGS:
