@@ -310,6 +310,11 @@ class Keys:
         return f"{self.ns}:batch_pending:{bid}"
 
     @property
+    def batch_stats(self) -> str:
+        """The namespace's batch counters (a hash of totals; Prometheus reads it)."""
+        return f"{self.ns}:stats:batches"
+
+    @property
     def batches(self) -> str:
         """Every batch's bid, scored by when it was opened (``batches list``)."""
         return f"{self.ns}:batches"
