@@ -16,17 +16,13 @@ from typing import Any
 import orjson
 from redis.asyncio import Redis
 
+from cogworker_async.errors import DependencyDropped, DependencyFailed, PrerequisiteUnknown
 from cogworker_async.keys import Keys
 from cogworker_async.store.replies import text
 from cogworker_async.store.scripts import EncodableArg, script
 
-POLICIES: tuple[str, ...] = ("fail", "drop", "run")  # workflows' if_failed, the same words
-
-
-class PrerequisiteUnknown(ValueError):
-    """Nothing in Redis tells what became of a prerequisite: no status, no kept
-    result, and it is in no queue, schedule, retry, dead or in-progress list
-    (it ended untracked, or never existed). The job was not enqueued."""
+# The error classes after_end.lua and after_enqueue.lua write (by name).
+ERROR_CLASSES = (DependencyFailed.__name__, DependencyDropped.__name__)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,10 +14,9 @@ from typing import Any
 
 import pytest
 
-from cogworker_async import Client, JobFunction, Settings, Worker, job
+from cogworker_async import Client, JobFunction, PrerequisiteUnknown, Settings, Worker, job
 from cogworker_async.client.aborting import AbortOutcome
 from cogworker_async.errors import JobFailed
-from cogworker_async.store.after import PrerequisiteUnknown
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.anyio

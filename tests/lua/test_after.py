@@ -281,3 +281,12 @@ async def test_aborting_a_waiting_job_fails_its_own_dependents(redis: Redis, key
     assert await released(redis, keys) == [last]
     await run_and_ack(redis, keys, pre)
     assert await released(redis, keys) == []
+
+
+def test_the_scripts_write_the_error_classes_by_their_names() -> None:
+    from cogworker_async.store.scripts import scripts_dir
+
+    text = (scripts_dir() / "includes" / "after_end.lua").read_text()
+    text += (scripts_dir() / "after_enqueue.lua").read_text()
+    for name in after.ERROR_CLASSES:
+        assert f'"{name}"' in text
