@@ -10,14 +10,17 @@ job's status says what it waits on, and an abort takes it off.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import anyio
 import pytest
 
 from cogworker_async import Client, JobFunction, PrerequisiteUnknown, Settings, Worker, job
 from cogworker_async.client.aborting import AbortOutcome
 from cogworker_async.errors import JobFailed
 from tests.helpers import wait_for
+from tests.integration.test_cli import cli
 
 pytestmark = pytest.mark.anyio
 
@@ -161,3 +164,21 @@ async def test_mistakes_are_refused_before_anything_is_written(settings: Setting
         async with client.batch() as b:
             with pytest.raises(ValueError, match="batch member"):
                 await b.enqueue(work.options(after=["a"]), "x")
+
+
+async def test_the_cli_shows_a_waiting_job(settings: Settings) -> None:
+    async with Client(settings) as client:
+        pre = await client.enqueue(work, "pre")
+        assert pre is not None
+        dep = await client.enqueue(work.options(after=[pre]), "dep")
+        assert dep is not None
+    status = await anyio.to_thread.run_sync(lambda: cli(settings, "status", dep))
+    assert status.returncode == 0, status.stderr
+    assert "waiting" in status.stdout
+    assert f"waiting_on     {pre}" in status.stdout
+    assert "place          after" in status.stdout
+    listed = await anyio.to_thread.run_sync(lambda: cli(settings, "waiting", "--json"))
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == [
+        {"jid": dep, "class": "af.work", "queue": "default", "waiting_on": [pre]}
+    ]
