@@ -276,9 +276,11 @@ local function settle_payload_holds(entry, kinds, event, started, wait_ms)
   -- A prerequisite of waiting jobs (after=[...]) ends here too: the kinds
   -- table names the after prefix (holds.kinds_table); looked at only while
   -- some job waits.
-  local after = after_prefix_in(kinds)
-  if after and after_outcomes[event] and after_on(after) then
-    after_job_end(after, entry, after_outcomes[event])
+  if after_outcomes[event] then
+    local after = after_prefix_in(kinds)
+    if after and after_on(after) then
+      after_job_end(after, entry, after_outcomes[event])
+    end
   end
 end
 
