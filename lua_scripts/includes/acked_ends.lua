@@ -24,10 +24,20 @@
 
 local acked_ends_final = {complete = true, failed = true, dead = true, aborted = true}
 
+-- The list holds one element: a jid's result key rarely exists before its end
+-- (one end per jid), so it is pushed without a DEL first and trimmed only when
+-- it held one already (a rerun's); a key of another type is replaced, as a
+-- DEL then RPUSH did (a command less per result: inside a script the cost is
+-- per command).
 local function write_result(prefix, jid, envelope, result_ttl, gone_ttl)
   local result_key = prefix .. "result:" .. jid
-  redis.call("DEL", result_key)
-  redis.call("RPUSH", result_key, envelope)
+  local length = redis.pcall("RPUSH", result_key, envelope)
+  if type(length) == "table" then
+    redis.call("DEL", result_key)
+    redis.call("RPUSH", result_key, envelope)
+  elseif length > 1 then
+    redis.call("LTRIM", result_key, -1, -1)
+  end
   redis.call("EXPIRE", result_key, tonumber(result_ttl))
   redis.call("SET", prefix .. "result_gone:" .. jid, "1", "EX", tonumber(gone_ttl))
 end
@@ -49,10 +59,11 @@ local function write_status(prefix, jid, status, status_ttl)
 end
 
 -- write_acked_end: one job's end; appends to `failed` the key and error of a
--- write that failed. The waiters hear of it once: a result written, or (none
--- kept) an end state, so a bare jid's waiter looks again.
-local function write_acked_end(failed, prefix, jid, status, status_ttl, envelope, result_ttl,
-    gone_ttl)
+-- write that failed, and to `ready` the jid's channel when its waiters must
+-- hear of it: a result written, or (none kept) an end state, so a bare jid's
+-- waiter looks again (publish_ready tells them, once per call).
+local function write_acked_end(failed, ready, prefix, jid, status, status_ttl, envelope,
+    result_ttl, gone_ttl)
   local publish = false
   if envelope ~= "" then
     local ok, err = pcall(write_result, prefix, jid, envelope, result_ttl, gone_ttl)
@@ -73,7 +84,29 @@ local function write_acked_end(failed, prefix, jid, status, status_ttl, envelope
     end
   end
   if publish then
-    redis.call("PUBLISH", prefix .. "result_ready:" .. jid, "1")
+    ready[#ready + 1] = prefix .. "result_ready:" .. jid
+  end
+end
+
+-- publish_ready(channels): PUBLISH each channel somebody listens to. One
+-- PUBSUB NUMSUB asks for all of them (most kept results have no waiter: a
+-- PUBLISH each would be a command per job for nobody). Nothing is missed: the
+-- script is atomic, so a waiter subscribed before it is counted here and
+-- hears it, and one subscribed after it looks after its subscription is
+-- confirmed (client/waiters.py) and finds what this step wrote. Only a
+-- plain SUBSCRIBE is counted (a PSUBSCRIBE pattern is not: nothing of ours
+-- listens so); on a Redis Cluster, whose waiters block on the result key
+-- instead (client/results.py, wait_blocking), only this node's are counted.
+-- In slices: unpack's stack is bounded.
+local function publish_ready(channels)
+  for first = 1, #channels, 500 do
+    local counts = redis.call("PUBSUB", "NUMSUB",
+      unpack(channels, first, math.min(first + 499, #channels)))
+    for i = 1, #counts, 2 do
+      if tonumber(counts[i + 1]) > 0 then
+        redis.call("PUBLISH", counts[i], "1")
+      end
+    end
   end
 end
 
@@ -113,10 +146,12 @@ local function write_acked_ends(at)
   end
   local n = tonumber(ARGV[at + 1]) or 0
   local last = at + 1 + 6 * n
+  local ready = {}
   for i = at + 2, last, 6 do
-    write_acked_end(failed, prefix, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4],
-      ARGV[i + 5])
+    write_acked_end(failed, ready, prefix, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
+      ARGV[i + 4], ARGV[i + 5])
   end
+  publish_ready(ready)
   local starts = tonumber(ARGV[last + 1]) or 0
   for i = last + 2, last + 1 + 4 * starts, 4 do
     local ok, err = pcall(write_started, prefix, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3])
