@@ -50,7 +50,11 @@ class Start(NamedTuple):
 
 def status_json(fields: Mapping[str, Any]) -> bytes:
     """Status fields as the JSON object of strings ``includes/acked_ends.lua`` writes
-    (each value as redis-py would send it: a str as is, a number by ``str``)."""
+    (each value as redis-py would send it: a str as is, a number by ``str``).
+    Fields already all strings (what the worker's tracked path builds) are
+    dumped as they are: no copy."""
+    if all(type(value) is str for value in fields.values()):
+        return orjson.dumps(fields)
     return orjson.dumps({k: v if isinstance(v, str) else str(v) for k, v in fields.items()})
 
 
