@@ -22,7 +22,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import orjson
 from redis.exceptions import ResponseError
 
 from cogworker_async.client import results, tracking
@@ -145,11 +144,9 @@ class Tracker:
             else:
                 final = {"state": "complete", "finished_at": now}
             final["updated_at"] = now
-            if progress is None:
-                status = orjson.dumps(final)  # all strings already (see ``started``)
-            else:
+            if progress is not None:
                 final.update(progress)
-                status = status_json(final)
+            status = status_json(final)  # all strings already unless progress (``started``)
         if keep is None and not status:
             return None
         result_ttl, gone_ttl = (0, 0) if keep is None else results.result_ttls(keep)

@@ -10,7 +10,8 @@
 --   (jid, status, status_ttl, envelope, result_ttl, gone_ttl)
 --   then s, the number of "working" writes, and s groups of 4:
 --   (jid, fields, started_at, status_ttl): see write_started
---   status: the fields to HSET as a JSON object of strings ("" for none),
+--   status: the fields to HSET as a flat JSON array of strings, name then
+--     value (commands.status_json; "" for none),
 --     kept status_ttl s; envelope: the result envelope ("" for none), kept
 --     result_ttl s, its "gone" marker gone_ttl s (client/results.py names).
 -- Keys are named from the prefix as keys.py names them (<ns>:status:<jid>,
@@ -42,20 +43,28 @@ local function write_result(prefix, jid, envelope, result_ttl, gone_ttl)
   redis.call("SET", prefix .. "result_gone:" .. jid, "1", "EX", tonumber(gone_ttl))
 end
 
+-- status_fields(json): the flat array of names and values the worker sends,
+-- as decoded (no loop per field: HSET takes it as it is); its "state".
+local function status_fields(json)
+  local flat = cjson.decode(json)
+  local state = nil
+  for i = 1, #flat - 1, 2 do
+    if flat[i] == "state" then
+      state = flat[i + 1]
+    end
+  end
+  return flat, state
+end
+
 -- write_status: returns true when the state written is an end (complete, ...).
 local function write_status(prefix, jid, status, status_ttl)
-  local fields = cjson.decode(status)
-  local flat = {}
-  for name, value in pairs(fields) do
-    flat[#flat + 1] = name
-    flat[#flat + 1] = tostring(value)
-  end
+  local flat, state = status_fields(status)
   if #flat > 0 then
     local status_key = prefix .. "status:" .. jid
     redis.call("HSET", status_key, unpack(flat))
     redis.call("EXPIRE", status_key, tonumber(status_ttl))
   end
-  return acked_ends_final[fields["state"]] ~= nil
+  return acked_ends_final[state] ~= nil
 end
 
 -- write_acked_end: one job's end; appends to `failed` the key and error of a
@@ -126,11 +135,7 @@ local function write_started(prefix, jid, fields_json, started_at, status_ttl)
   if now[1] and acked_ends_after_run[now[1]] and updated and updated >= tonumber(started_at) then
     return
   end
-  local flat = {}
-  for name, value in pairs(cjson.decode(fields_json)) do
-    flat[#flat + 1] = name
-    flat[#flat + 1] = tostring(value)
-  end
+  local flat = cjson.decode(fields_json)
   redis.call("HSET", key, unpack(flat))
   redis.call("EXPIRE", key, tonumber(status_ttl))
 end
