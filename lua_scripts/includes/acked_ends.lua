@@ -106,14 +106,22 @@ end
 -- plain SUBSCRIBE is counted (a PSUBSCRIBE pattern is not: nothing of ours
 -- listens so); on a Redis Cluster, whose waiters block on the result key
 -- instead (client/results.py, wait_blocking), only this node's are counted.
--- In slices: unpack's stack is bounded.
+-- In slices: unpack's stack is bounded. A Redis user refused PUBSUB (an ACL
+-- that allows PUBLISH only) publishes every channel, as before: the ack is
+-- never failed for it.
 local function publish_ready(channels)
   for first = 1, #channels, 500 do
-    local counts = redis.call("PUBSUB", "NUMSUB",
-      unpack(channels, first, math.min(first + 499, #channels)))
-    for i = 1, #counts, 2 do
-      if tonumber(counts[i + 1]) > 0 then
-        redis.call("PUBLISH", counts[i], "1")
+    local last = math.min(first + 499, #channels)
+    local counts = redis.pcall("PUBSUB", "NUMSUB", unpack(channels, first, last))
+    if counts["err"] then
+      for i = first, last do
+        redis.call("PUBLISH", channels[i], "1")
+      end
+    else
+      for i = 1, #counts, 2 do
+        if tonumber(counts[i + 1]) > 0 then
+          redis.call("PUBLISH", counts[i], "1")
+        end
       end
     end
   end
