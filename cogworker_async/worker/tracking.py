@@ -29,7 +29,7 @@ from cogworker_async.errors import ResultNotJSON
 from cogworker_async.jobs import JobFunction
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
-from cogworker_async.store.commands import End, Filing, Start, status_json
+from cogworker_async.store.commands import End, Filing, Start, status_json, strings_json
 from cogworker_async.store.faults import FailureLog
 from cogworker_async.store.status import NO_PROGRESS
 from cogworker_async.worker.progress import ProgressWriter
@@ -144,9 +144,11 @@ class Tracker:
             else:
                 final = {"state": "complete", "finished_at": now}
             final["updated_at"] = now
-            if progress is not None:
+            if progress is None:
+                status = strings_json(final)  # all strings (see ``started``)
+            else:
                 final.update(progress)
-            status = status_json(final)  # all strings already unless progress (``started``)
+                status = status_json(final)
         if keep is None and not status:
             return None
         result_ttl, gone_ttl = (0, 0) if keep is None else results.result_ttls(keep)
