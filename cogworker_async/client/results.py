@@ -11,8 +11,10 @@ waiter that finds only the marker raises ``ResultExpired`` rather than waiting
 out its timeout, and a short ``keep_result`` leaves no day-long key per job.
 
 Whoever writes an envelope publishes the jid's channel
-(``<ns>:result_ready:<jid>``) in the same step. All of one Client's waiters
-share one connection (``ResultWaiters``): one subscription per awaited jid,
+(``<ns>:result_ready:<jid>``) in the same step (the ack's step publishes
+only the channels with a subscriber, asked once per call:
+``includes/acked_ends.lua``). All of one Client's waiters share one
+connection (``ResultWaiters``): one subscription per awaited jid,
 and a look (``LINDEX`` + ``EXISTS`` + ``HGET`` of the status's state) once the
 subscription is confirmed and whenever the channel speaks, the looks of one
 loop turn in one pipeline. So 10,000 waiters cost one connection, and

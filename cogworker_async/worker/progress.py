@@ -113,6 +113,12 @@ class ProgressWriter:
         if task is not None:
             job.after = task
 
+    def in_flight(self, jid: str) -> bool:
+        """Is a progress write of the job's still in flight (``landed`` waits for it)?
+        Asked first, so a job that reported none awaits no coroutine."""
+        job = self._jobs.get(jid)
+        return job is not None and job.after is not None and not job.after.done()
+
     async def landed(self, jid: str) -> None:
         """Wait (bounded) for the job's progress write still in flight, if any: an
         end that rides the ack would otherwise be overtaken by it, and an older

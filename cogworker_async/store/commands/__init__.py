@@ -19,6 +19,7 @@ from cogworker_async.store.commands.acks import (
     _end_args,
     ack,
     status_json,
+    strings_json,
 )
 from cogworker_async.store.commands.days import DAY_STAT_TTL, _day_name, today
 from cogworker_async.store.commands.fetching import FetchResult, Renewal, fetch
@@ -66,6 +67,7 @@ __all__ = [
     "graduate",
     "park_unsettled",
     "status_json",
+    "strings_json",
     "today",
     "unsettled_record",
 ]
