@@ -17,6 +17,7 @@ from redis.asyncio import Redis
 from cogworker_async.api._common import _is_wrong_type, _set_members, _warn_wrong_type
 from cogworker_async.api.sets import parse_entry
 from cogworker_async.keys import Keys
+from cogworker_async.store import admin
 from cogworker_async.store.replies import loose_text as _loose_text
 
 
@@ -197,8 +198,5 @@ async def send_signal(redis: Redis, keys: Keys, identity: str, name: str) -> boo
         raise ValueError(f"unknown signal {name!r}: expected one of {', '.join(SIGNALS)}")
     if not await redis.exists(keys.process(identity)):
         return False
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.rpush(keys.signals(identity), name)
-        pipe.expire(keys.signals(identity), SIGNAL_TTL)
-        await pipe.execute()
+    await admin.push_signal(redis, keys, identity, name, SIGNAL_TTL)
     return True

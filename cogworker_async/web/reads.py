@@ -20,6 +20,7 @@ from cogworker_async import api
 from cogworker_async.api.running import _busy_job, _slot_order
 from cogworker_async.api.sets import _glob_contains, _matches
 from cogworker_async.keys import Keys
+from cogworker_async.store import admin
 from cogworker_async.store.commands import _day_name
 from cogworker_async.store.faults import is_wrong_type
 from cogworker_async.store.replies import loose_text, text
@@ -178,7 +179,7 @@ async def delete_queued(redis: Redis, keys: Keys, queue: str, ref: str, near: in
     window: list[bytes] = await redis.lrange(key, start, near + 2 * PAGE_SIZE)  # type: ignore[assignment]
     for raw in window:
         if short_ref(api.parse_entry(raw, 0.0)) == ref:
-            return bool(await redis.lrem(key, 1, raw))  # type: ignore[arg-type]
+            return await admin.remove_queued(redis, key, raw)
     return False
 
 
