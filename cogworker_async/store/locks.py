@@ -25,6 +25,13 @@ async def release_lock(redis: Redis, key: str, token: str) -> bool:
     return bool(await script("release_lock").run(redis, [key], [token]))
 
 
+async def release_each(redis: Redis, held: Sequence[tuple[str, str]]) -> int:
+    """Release each lock (key, jid), owner-checked (``release_lock.lua``, one pipeline);
+    how many were released."""
+    replies = await script("release_lock").run_many(redis, [([key], [jid]) for key, jid in held])
+    return sum(int(r) for r in replies)
+
+
 async def take_lease(redis: Redis, key: str, token: str, ms: int) -> bool:
     """``SET key token NX PX ms``: True when taken (no one held it), else False."""
     return bool(await redis.set(key, token, nx=True, px=ms))
