@@ -155,6 +155,18 @@ class StatusWriter:
             await asyncio.wait(list(self._tasks), timeout=timeout)
 
 
+async def write_status(
+    redis: Redis, keys: Keys, jid: str, fields: dict[str, Any], ttl: float
+) -> None:
+    """One status write, awaited (``HSET`` + ``EXPIRE``, one round trip; raises what
+    Redis says): for a caller with no ``StatusWriter`` (a client's abort)."""
+    key = keys.status(jid)
+    pipe = redis.pipeline(transaction=False)
+    pipe.hset(key, mapping={k: _field(v) for k, v in fields.items()})
+    pipe.expire(key, max(1, math.ceil(ttl)))
+    await pipe.execute()
+
+
 def _field(value: Any) -> str | int | float:
     if isinstance(value, int | float | str):
         return value
