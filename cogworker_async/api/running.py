@@ -141,7 +141,7 @@ class BusyJob:
         return asdict(self)
 
 
-def _busy_job(identity: str, slot: str, record: bytes) -> BusyJob:
+def busy_job(identity: str, slot: str, record: bytes) -> BusyJob:
     try:
         work = orjson.loads(record)
     except orjson.JSONDecodeError as exc:
@@ -160,7 +160,7 @@ def _busy_job(identity: str, slot: str, record: bytes) -> BusyJob:
     )
 
 
-def _slot_order(job: BusyJob) -> tuple[str, int, str]:
+def slot_order(job: BusyJob) -> tuple[str, int, str]:
     return (job.identity, int(job.slot) if job.slot.isdigit() else -1, job.slot)
 
 
@@ -181,8 +181,8 @@ async def busy(redis: Redis, keys: Keys) -> list[BusyJob]:
             await _warn_wrong_type(redis, keys.workers(identity), "hash", "its work not shown")
             continue
         for slot, record in reply.items():
-            result.append(_busy_job(identity, _loose_text(slot), record))
-    result.sort(key=_slot_order)
+            result.append(busy_job(identity, _loose_text(slot), record))
+    result.sort(key=slot_order)
     return result
 
 

@@ -20,7 +20,7 @@ from cogworker_async.store.commands.acks import (
     ack,
     status_json,
 )
-from cogworker_async.store.commands.days import DAY_STAT_TTL, _day_name, today
+from cogworker_async.store.commands.days import DAY_STAT_TTL, day_name, today
 from cogworker_async.store.commands.fetching import FetchResult, Renewal, fetch
 from cogworker_async.store.commands.filing import (
     FileOutcome,
@@ -54,10 +54,10 @@ __all__ = [
     "Renewal",
     "Start",
     "_ack_args",
-    "_day_name",
     "_end_args",
     "ack",
     "bury",
+    "day_name",
     "fetch",
     "file",
     "file_unsettled",
