@@ -1,4 +1,5 @@
-"""The worker's side of status and results (``cogworker_async/tracking.py`` has the rest).
+"""The worker's side of status and results (the writes are ``store/status_writes.py``
+and ``store/results.py``).
 
 Only a job that asks (its payload's ``status`` / ``keep_result``, its
 registered job's options, or the settings) comes here: the processor's plain
