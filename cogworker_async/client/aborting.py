@@ -22,17 +22,16 @@ from __future__ import annotations
 
 import enum
 import logging
-import math
 import time
 from typing import Any
 
 import orjson
 from redis.asyncio import Redis
 
-from cogworker_async.client import results
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
-from cogworker_async.store import aborts, after
+from cogworker_async.store import aborts, after, results
+from cogworker_async.store.status_writes import write_status
 
 _log = logging.getLogger("cogworker_async.client")
 
@@ -107,19 +106,14 @@ async def _record_removed(
     try:
         status_key = keys.status(jid)
         if job.get("status") or await redis.exists(status_key):
-            pipe = redis.pipeline(transaction=False)
-            pipe.hset(
-                status_key,
-                mapping={
-                    "state": "aborted",
-                    "class": str(job.get("class")),
-                    "queue": str(job.get("queue")),
-                    "finished_at": now,
-                    "updated_at": now,
-                },
-            )
-            pipe.expire(status_key, max(1, math.ceil(settings.status_ttl)))
-            await pipe.execute()
+            fields = {
+                "state": "aborted",
+                "class": str(job.get("class")),
+                "queue": str(job.get("queue")),
+                "finished_at": now,
+                "updated_at": now,
+            }
+            await write_status(redis, keys, jid, fields, settings.status_ttl)
         keep = job.get("keep_result")
         if isinstance(keep, int | float) and not isinstance(keep, bool) and keep > 0:
             envelope = results.encode_failure(results.ABORTED, ABORTED_BEFORE_RUN)

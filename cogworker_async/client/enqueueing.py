@@ -33,9 +33,8 @@ from cogworker_async.jobs import (
 from cogworker_async.limits import payload_fields
 from cogworker_async.middleware import run_client_chain
 from cogworker_async.settings import check_queue_name
-from cogworker_async.store import after, locks
+from cogworker_async.store import after, enqueues, locks
 from cogworker_async.store.limits import mark_limits_used
-from cogworker_async.store.scripts import script
 from cogworker_async.timing import check_duration
 from cogworker_async.unique.lock import check_lock_key, unique_field
 
@@ -225,7 +224,7 @@ class Enqueueing(AskingAboutJobs):
             return job
         elif due is not None:
             # One call: the ZADD, and the poller's wake-up if it is due first.
-            await script("schedule").run(self.redis, self._schedule_keys, [due, encoded])
+            await enqueues.schedule(self.redis, self.keys, [due, encoded])
         else:
             await self._pushes.push(job["queue"], encoded)
         if job.get("status"):

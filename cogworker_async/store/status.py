@@ -1,7 +1,7 @@
 """A job's status hash, read (``Client.status``, the CLI's ``status``, the web UI's
 job page): ``JobStatus`` and the ``Progress`` its handler reported.
 
-The writers are ``client/tracking.py`` (``StatusWriter``) and the worker's
+The writers are ``store/status_writes.py`` (``StatusWriter``) and the worker's
 ``worker/tracking.py`` and ``worker/progress.py``; this module only reads,
 so every layer above the store may.
 """
@@ -50,6 +50,11 @@ def progress_fields(fraction: float, message: str | None, at: float) -> dict[str
 NO_PROGRESS = {"progress": "", "progress_message": "", "progress_at": ""}
 """A new try's first write clears its last try's progress (a HSET, like every
 status write: an empty ``progress`` reads as none)."""
+
+# The finished states a status write says with no result beside it: their write
+# tells the jid's waiters (``status_writes``), and a look that reads one with no
+# result kept knows none will come (``client/result_checks.py``).
+FINISHED = frozenset({"complete", "failed", "dead"})
 
 
 @dataclass(frozen=True, slots=True)

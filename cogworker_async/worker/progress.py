@@ -25,14 +25,14 @@ from cogworker_async.context import PROGRESS_WRITES_PER_S, register_progress, un
 from cogworker_async.store.status import progress_fields
 
 # s: the longest an end waits for a progress write in flight (a status write's
-# own bound, client/tracking.STATUS_WRITE_TIMEOUT).
+# own bound, store/status_writes.STATUS_WRITE_TIMEOUT).
 LANDED_WAIT = 5.0
 
 PROGRESS_INTERVAL = 1.0 / PROGRESS_WRITES_PER_S
 
 
 class StatusWrites(Protocol):
-    """What progress needs of ``client.tracking.StatusWriter``: a background write."""
+    """What progress needs of ``store.status_writes.StatusWriter``: a background write."""
 
     def write(
         self, jid: str, fields: dict[str, Any], *, after: asyncio.Task[None] | None = None

@@ -1,4 +1,5 @@
-"""The worker's side of status and results (``cogworker_async/tracking.py`` has the rest).
+"""The worker's side of status and results (the writes are ``store/status_writes.py``
+and ``store/results.py``).
 
 Only a job that asks (its payload's ``status`` / ``keep_result``, its
 registered job's options, or the settings) comes here: the processor's plain
@@ -22,16 +23,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from cogworker_async.client import results, tracking
 from cogworker_async.errors import ResultNotJSON
 from cogworker_async.jobs import JobFunction
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
+from cogworker_async.store import results
 from cogworker_async.store.commands import End, Filing, Start, status_json, strings_json
 from cogworker_async.store.faults import FailureLog
 from cogworker_async.store.status import NO_PROGRESS
+from cogworker_async.store.status_writes import STATUS_WRITE_TIMEOUT, StatusWriter
 from cogworker_async.worker.progress import ProgressWriter
 from cogworker_async.worker.settlement import next_retry_count
 
@@ -43,20 +46,19 @@ class Tracker:
 
     def __init__(
         self,
-        redis: Any,
+        redis: Redis,
         keys: Keys,
         settings: Settings,
         logger: logging.Logger,
         on_wrong_key: Callable[[str], None] | None = None,
     ) -> None:
-        self._redis = redis
         self._keys = keys
         self._all_status = settings.status_tracking
         self._all_keep = settings.keep_result
         # Read by the processor on every job: True when every job is tracked.
         self.all = bool(settings.status_tracking or settings.keep_result)
         self._message_max = settings.error_message_max
-        self.status = tracking.StatusWriter(
+        self.status = StatusWriter(
             redis, keys, settings.status_ttl, logger, on_wrong_key=on_wrong_key
         )
         # current_job().progress() of the running jobs that track status.
@@ -251,15 +253,11 @@ class Tracker:
             return
         sent = time.monotonic()
         try:
-            async with asyncio.timeout(tracking.STATUS_WRITE_TIMEOUT):
+            async with asyncio.timeout(STATUS_WRITE_TIMEOUT):
                 if after is not None and not after.done():
                     # Its "working" lands first (bounded by its own timeout).
                     await asyncio.wait([after])
-                pipe = self._redis.pipeline(transaction=True)  # a waiter never sees half
-                if fields is not None:
-                    self.status.queue(pipe, jid, fields)
-                results.queue_result(pipe, self._keys, jid, envelope, keep)
-                await pipe.execute()
+                await self.status.write_with_result(jid, fields, envelope, keep)
         except Exception as exc:  # noqa: BLE001 - the job ran; its result is what is lost
             self._failures.failed(exc)
         else:

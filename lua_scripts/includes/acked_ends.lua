@@ -13,7 +13,7 @@
 --   status: the fields to HSET as a flat JSON array of strings, name then
 --     value (commands.status_json; "" for none),
 --     kept status_ttl s; envelope: the result envelope ("" for none), kept
---     result_ttl s, its "gone" marker gone_ttl s (client/results.py names).
+--     result_ttl s, its "gone" marker gone_ttl s (store/results.py names).
 -- Keys are named from the prefix as keys.py names them (<ns>:status:<jid>,
 -- <ns>:result:<jid>, <ns>:result_gone:<jid>, channel <ns>:result_ready:<jid>);
 -- with a hash-tagged namespace they are in the tag's slot, like KEYS.

@@ -25,7 +25,7 @@ class End(NamedTuple):
     (``includes/acked_ends.lua``): its final status fields (``status``, as
     ``status_json`` encodes them, b"" for none) kept ``status_ttl`` s, and its kept result
     (``envelope``, b"" for none) kept ``result_ttl`` s, with its "gone" marker
-    ``gone_ttl`` s (``client/results.py``)."""
+    ``gone_ttl`` s (``store/results.py``)."""
 
     jid: str
     status: bytes
