@@ -1,0 +1,165 @@
+-- Fair across keys (limits.fair, cogworker_async/limits): a queue serves the
+-- keys of its fair jobs in turn, `weight` jobs of a key per turn, so a key
+-- with a million jobs waiting never starves one with ten. Used by fetch.lua
+-- only (it includes ack_jobs first: is_suspect).
+--
+-- A fair job is enqueued like any job (LPUSH onto its queue: every producer,
+-- retry, requeue and recovery path stays as it is). The fetch moves the fair
+-- jobs it meets at the queue's tail onto their key's line, and takes from the
+-- lines by turns. Keys, for queue q under the limits prefix <p>
+-- (keys.fair_base):
+--   <p>~fair                 set before the first fair job is written (the
+--                            flag: a namespace without it pays nothing)
+--   <p>~fair:q               a hash: key -> weight (the latest job's),
+--                            "~turn" -> jobs left in the turn of the ring's
+--                            tail key, "~fed" -> the job last fed back
+--   <p>~fair:q:~ring         a list of the keys with jobs waiting, the key
+--                            whose turn it is at the tail
+--   <p>~fair:q:<key>         the key's jobs, oldest at the tail
+-- (queue names hold no ":" and keys never start with "~": no two collide).
+-- A fair job's payload names "fair": [key, weight].
+--
+-- Atomic, as the fetch around it: a job is on its queue, on its key's line,
+-- on the in-progress list, or parked by a limit; never two, never none.
+
+-- fair_of(job): the key and weight of a fair job; nil for any other (a plain
+-- job pays one substring search).
+local function fair_of(job)
+  if not string.find(job, '"fair"', 1, true) then
+    return nil
+  end
+  local ok, decoded = pcall(cjson.decode, job)
+  if not ok or type(decoded) ~= "table" or type(decoded["fair"]) ~= "table" then
+    return nil
+  end
+  local key, weight = decoded["fair"][1], tonumber(decoded["fair"][2])
+  if type(key) ~= "string" or key == "" or string.sub(key, 1, 1) == "~" or not weight then
+    return nil
+  end
+  return key, math.max(1, math.min(1000, math.floor(weight)))
+end
+
+-- fair_line(base, job, key, weight): the job joins the end of its key's line,
+-- the key the ring's end if it had no jobs waiting. Every call that can fail
+-- on a key of the wrong type comes before the job's own write (a caller's
+-- pcall then takes the job as a plain one: it is in no line).
+local function fair_line(base, job, key, weight)
+  local line = base .. ":" .. key
+  redis.call("HSET", base, key, weight)
+  if redis.call("LLEN", line) == 0 then
+    redis.call("LPUSH", base .. ":~ring", key)
+  end
+  redis.call("LPUSH", line, job)
+end
+
+-- fair_scan(base, queue, budget, fed): moves the fair jobs at the tail of the
+-- queue list onto their lines, up to `budget`, stopping at the first job that
+-- is not (a plain job, a suspect: run alone as ever, the job fed back for a
+-- blocking wait). So a key whose jobs came later is reached in a few calls,
+-- not after the whole backlog ahead of it. Returns how many it moved.
+local function fair_scan(base, queue, budget, fed)
+  local moved, chunk, stop = 0, 16, false
+  while not stop and moved < budget do
+    local ok, batch = pcall(redis.call, "LRANGE", queue, -(moved + chunk), -(moved + 1))
+    if not ok or #batch == 0 then
+      break
+    end
+    local here = 0
+    for j = #batch, 1, -1 do
+      local job, key, weight = batch[j], nil, nil
+      if job ~= fed and not is_suspect(job) then
+        key, weight = fair_of(job)
+      end
+      if not key or not pcall(fair_line, base, job, key, weight) then
+        stop = true
+        break
+      end
+      here = here + 1
+      if moved + here >= budget then
+        break
+      end
+    end
+    moved = moved + here
+    stop = stop or #batch < chunk
+    chunk = 128
+  end
+  if moved > 0 then
+    redis.call("LTRIM", queue, 0, -(moved + 1))
+  end
+  return moved
+end
+
+-- turn_taken(base, ring, key, left_in_line, left_in_turn): after jobs of the
+-- ring's tail key were taken: a key with none left leaves the ring; one whose
+-- turn is used up goes to the ring's head (the next key's turn).
+local function turn_taken(base, ring, key, left_in_line, left_in_turn)
+  if left_in_line <= 0 then
+    redis.call("RPOP", ring)
+    redis.call("HDEL", base, key, "~turn")
+  elseif left_in_turn <= 0 then
+    redis.call("LMOVE", ring, ring, "RIGHT", "LEFT")
+    redis.call("HDEL", base, "~turn")
+  else
+    redis.call("HSET", base, "~turn", left_in_turn)
+  end
+end
+
+-- turn_left(base, key): the jobs left in the turn of the ring's tail key.
+local function turn_left(base, key)
+  return tonumber(redis.call("HGET", base, "~turn"))
+    or tonumber(redis.call("HGET", base, key)) or 1
+end
+
+-- fair_serve(base, room, limits_prefix, taken, pending): takes up to `room`
+-- jobs by turns into `taken`, each admitted by its limits first (admit_job: a
+-- job over one is parked instead, and counts in its key's turn). `pending`
+-- (key -> jobs read off its line) gets each read before anything else is
+-- written, so the caller, even after an error here, writes the taken jobs to
+-- in-progress and then trims exactly those off the lines (written before
+-- removed). Returns how many it took.
+local function fair_serve(base, room, limits_prefix, taken, pending)
+  local ring, got, turns = base .. ":~ring", 0, 0
+  while got < room and turns < 1000 do
+    turns = turns + 1 -- a bound: every turn takes or parks a job, or drops a key
+    local key = redis.call("LINDEX", ring, -1)
+    if not key then
+      break
+    end
+    local line = base .. ":" .. key
+    local skip, left = pending[key] or 0, turn_left(base, key)
+    local batch = redis.call("LRANGE", line, -(skip + math.min(left, room - got)), -(skip + 1))
+    pending[key] = skip + #batch
+    for j = #batch, 1, -1 do
+      if admit_job(batch[j], limits_prefix) then
+        taken[#taken + 1] = batch[j]
+        got = got + 1
+      end
+    end
+    turn_taken(base, ring, key, redis.call("LLEN", line) - pending[key], left - #batch)
+  end
+  return got
+end
+
+-- fair_feed(base, queue): when the queue list is empty and lines still wait,
+-- the next turn's job goes onto the queue's tail: a process idle in a
+-- blocking wait on the list (BLMOVE) is woken by it and takes it, as if it
+-- were the fetch's next. Remembered as "~fed", so a fetch that meets it at
+-- the tail takes it instead of putting it back in line.
+local function fair_feed(base, queue)
+  if redis.call("LLEN", queue) > 0 then
+    return
+  end
+  local ring = base .. ":~ring"
+  local key = redis.call("LINDEX", ring, -1)
+  if not key then
+    return
+  end
+  local line = base .. ":" .. key
+  local job = redis.call("LINDEX", line, -1)
+  if job then
+    redis.call("RPUSH", queue, job)
+    redis.call("HSET", base, "~fed", job)
+    redis.call("RPOP", line)
+  end
+  turn_taken(base, ring, key, redis.call("LLEN", line), turn_left(base, key) - 1)
+end
