@@ -13,9 +13,12 @@ import pytest
 import redis as sync_redis
 from redis.asyncio import Redis
 
-from cogworker_async import Client, Settings, Worker, job, limits
+from cogworker_async import Client, Settings, Worker, api, job, limits
 from cogworker_async.keys import Keys
+from cogworker_async.store import commands
 from tests.helpers import stop_processes, wait_for
+from tests.integration.test_admin_cli import _ok
+from tests.integration.test_cli import cli
 from tests.integration.test_shutdown import runs, start_worker
 from tests.jobs_for_tests import sleep_then_record
 
@@ -138,3 +141,29 @@ async def test_a_worker_killed_holding_fair_jobs_loses_none(
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_fair_jobs_count_in_queue_sizes_are_listed_and_cleared(
+    settings: Settings, redis: Redis, keys: Keys
+) -> None:
+    async with Client(settings) as client:
+        await client.enqueue_many(tenant_job, [("a", i) for i in range(30)])
+        await client.enqueue_many(tenant_job, [("b", i) for i in range(5)])
+    got = await commands.fetch(
+        redis, keys, identity="host:1:me", queues=["default"], want=2, acks=[], reliable=True
+    )
+    assert len(got.jobs) == 2  # a's and b's first: 33 wait, one of them fed onto the list
+    [queue] = await api.queues(redis, keys)
+    assert queue.size == 33
+    lines = await api.list_fair(redis, keys)
+    assert {(line.queue, line.key, line.weight) for line in lines} == {
+        ("default", "a", 1),
+        ("default", "b", 1),
+    }
+    assert sum(line.waiting for line in lines) == 32
+    listed = await anyio.to_thread.run_sync(lambda: _ok(cli(settings, "limits", "list")))
+    assert "fair default\ta\twaiting 28\tweight 1" in listed
+    assert "fair default\tb\twaiting 4\tweight 1" in listed
+    assert await api.clear_queue(redis, keys, "default") == 33
+    assert (await api.queues(redis, keys))[0].size == 0
+    assert await api.list_fair(redis, keys) == []
