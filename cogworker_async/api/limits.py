@@ -20,6 +20,8 @@ from cogworker_async.store.fair import FairLine, fair_lines
 from cogworker_async.store.replies import loose_text
 from cogworker_async.timing import check_duration
 
+__all__ = ["FairLine", "LimitInfo", "clear_limit", "list_fair", "list_limits", "set_limit"]
+
 # The bookkeeping keys of one limit key: "~<part>:<key>".
 _PARTS = ("parked", "window", "pause")
 
