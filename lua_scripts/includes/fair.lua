@@ -39,17 +39,21 @@ local function fair_of(job)
   return key, math.max(1, math.min(1000, math.floor(weight)))
 end
 
--- fair_line(base, job, key, weight): the job joins the end of its key's line,
--- the key the ring's end if it had no jobs waiting. Every call that can fail
--- on a key of the wrong type comes before the job's own write (a caller's
--- pcall then takes the job as a plain one: it is in no line).
+-- fair_line(base, job, key, weight): the job joins the end of its key's line;
+-- a key that had no jobs waiting joins the ring's end, with the job's weight
+-- (a key keeps the weight it joined with until its line is empty). A key of
+-- the wrong type fails the call with the job on no line (the caller's pcall
+-- then takes it as a plain one): the line's push fails before writing, and a
+-- failed ring or weight write takes the job back off.
 local function fair_line(base, job, key, weight)
   local line = base .. ":" .. key
-  redis.call("HSET", base, key, weight)
-  if redis.call("LLEN", line) == 0 then
-    redis.call("LPUSH", base .. ":~ring", key)
+  if redis.call("LPUSH", line, job) == 1 then
+    if not pcall(redis.call, "LPUSH", base .. ":~ring", key)
+        or not pcall(redis.call, "HSET", base, key, weight) then
+      redis.call("LPOP", line)
+      error("a fair key of the wrong type")
+    end
   end
-  redis.call("LPUSH", line, job)
 end
 
 -- fair_scan(base, queue, budget, fed): moves the fair jobs at the tail of the
@@ -89,25 +93,31 @@ local function fair_scan(base, queue, budget, fed)
   return moved
 end
 
--- turn_taken(base, ring, key, left_in_line, left_in_turn): after jobs of the
--- ring's tail key were taken: a key with none left leaves the ring; one whose
--- turn is used up goes to the ring's head (the next key's turn).
-local function turn_taken(base, ring, key, left_in_line, left_in_turn)
-  if left_in_line <= 0 then
+-- turn_taken(base, ring, key, more, left, turn_kept): after jobs of the
+-- ring's tail key were taken: a key with no more jobs leaves the ring; one
+-- whose turn is used up (left 0) goes to the ring's head, the next key's turn
+-- now; else its turn goes on in the next call ("~turn", kept only while one
+-- is part way: turn_kept says there is one to clear).
+local function turn_taken(base, ring, key, more, left, turn_kept)
+  if not more then
     redis.call("RPOP", ring)
     redis.call("HDEL", base, key, "~turn")
-  elseif left_in_turn <= 0 then
+  elseif left <= 0 then
     redis.call("LMOVE", ring, ring, "RIGHT", "LEFT")
-    redis.call("HDEL", base, "~turn")
+    if turn_kept then
+      redis.call("HDEL", base, "~turn")
+    end
   else
-    redis.call("HSET", base, "~turn", left_in_turn)
+    redis.call("HSET", base, "~turn", left)
   end
 end
 
--- turn_left(base, key): the jobs left in the turn of the ring's tail key.
-local function turn_left(base, key)
-  return tonumber(redis.call("HGET", base, "~turn"))
-    or tonumber(redis.call("HGET", base, key)) or 1
+-- turn_of(base, key): the jobs left in the turn of the ring's tail key, and
+-- whether a turn part way was kept for it.
+local function turn_of(base, key)
+  local got = redis.call("HMGET", base, "~turn", key)
+  local kept = tonumber(got[1])
+  return math.max(1, kept or tonumber(got[2]) or 1), kept ~= nil
 end
 
 -- fair_serve(base, room, limits_prefix, taken, pending): takes up to `room`
@@ -126,16 +136,21 @@ local function fair_serve(base, room, limits_prefix, taken, pending)
       break
     end
     local line = base .. ":" .. key
-    local skip, left = pending[key] or 0, turn_left(base, key)
-    local batch = redis.call("LRANGE", line, -(skip + math.min(left, room - got)), -(skip + 1))
-    pending[key] = skip + #batch
-    for j = #batch, 1, -1 do
+    local skip = pending[key] or 0
+    local left, kept = turn_of(base, key)
+    local k = math.min(left, room - got)
+    -- One more than wanted: whether the line goes on after them, without an LLEN.
+    local batch = redis.call("LRANGE", line, -(skip + k + 1), -(skip + 1))
+    local more = #batch > k
+    local last = more and 2 or 1
+    pending[key] = skip + #batch - last + 1
+    for j = #batch, last, -1 do
       if admit_job(batch[j], limits_prefix) then
         taken[#taken + 1] = batch[j]
         got = got + 1
       end
     end
-    turn_taken(base, ring, key, redis.call("LLEN", line) - pending[key], left - #batch)
+    turn_taken(base, ring, key, more, left - (#batch - last + 1), kept)
   end
   return got
 end
@@ -161,5 +176,6 @@ local function fair_feed(base, queue)
     redis.call("HSET", base, "~fed", job)
     redis.call("RPOP", line)
   end
-  turn_taken(base, ring, key, redis.call("LLEN", line), turn_left(base, key) - 1)
+  local left, kept = turn_of(base, key)
+  turn_taken(base, ring, key, redis.call("LLEN", line) > 0, left - 1, kept)
 end
