@@ -189,10 +189,12 @@ for i = 5, #KEYS do
         end
         moved = #taken - first + 1
       end
-      if base and #taken >= wanted then
+      local fed_now = false
+      if base then
         -- Lines still waiting and nothing on the list: a process idle on the
         -- list is woken by the next turn's job (the wake-up below for others).
-        pcall(fair_feed, base, KEYS[i])
+        local ok, fed_one = pcall(fair_feed, base, KEYS[i])
+        fed_now = ok and fed_one
       end
       if moved > 0 then
         sources[#sources + 1] = name
@@ -203,7 +205,7 @@ for i = 5, #KEYS do
       -- runnable ones behind them: wake an idle process (maybe this one) for
       -- it. Not when this caller declines suspects: it would only wake
       -- itself, in a loop.
-      if (#taken >= wanted or alone or (skipped and suspects_ok) or consumed > moved)
+      if (#taken >= wanted or alone or (skipped and suspects_ok) or consumed > moved or fed_now)
           and redis.call("LLEN", KEYS[i]) > 0 then
         redis.pcall("ZADD", ARGV[4] .. name, 0, "1")
       end

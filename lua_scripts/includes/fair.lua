@@ -127,47 +127,89 @@ end
 -- written, so the caller, even after an error here, writes the taken jobs to
 -- in-progress and then trims exactly those off the lines (written before
 -- removed). Returns how many it took.
+--
+-- A pass reads the ring's next keys and their weights in two commands, gives
+-- each its turn (an LRANGE of its line, one job more than the turn: whether
+-- the line goes on), then updates the ring once: the keys served leave its
+-- tail, those with jobs left go to its head in the order served; a key whose
+-- turn the room cut short stays at the tail, its turn's rest in "~turn".
 local function fair_serve(base, room, limits_prefix, taken, pending)
-  local ring, got, turns = base .. ":~ring", 0, 0
-  while got < room and turns < 1000 do
-    turns = turns + 1 -- a bound: every turn takes or parks a job, or drops a key
-    local key = redis.call("LINDEX", ring, -1)
-    if not key then
+  local ring, got, read, passes = base .. ":~ring", 0, 0, 0
+  -- Bounds: every pass takes or parks a job, or drops a key; a call parks at
+  -- most 1,000 jobs more than it takes (the caller feeds the queue when lines
+  -- are left, so a call cut short still wakes a process).
+  while got < room and read < room + 1000 and passes < room + 1000 do
+    passes = passes + 1
+    local ring_keys = redis.call("LRANGE", ring, -math.min(room - got, 100), -1)
+    if #ring_keys == 0 then
       break
     end
-    local line = base .. ":" .. key
-    local skip = pending[key] or 0
-    local left, kept = turn_of(base, key)
-    local k = math.min(left, room - got)
-    -- One more than wanted: whether the line goes on after them, without an LLEN.
-    local batch = redis.call("LRANGE", line, -(skip + k + 1), -(skip + 1))
-    local more = #batch > k
-    local last = more and 2 or 1
-    pending[key] = skip + #batch - last + 1
-    for j = #batch, last, -1 do
-      if admit_job(batch[j], limits_prefix) then
-        taken[#taken + 1] = batch[j]
-        got = got + 1
+    local meta = redis.call("HMGET", base, "~turn", unpack(ring_keys))
+    local kept = tonumber(meta[1])
+    local served, again, gone, rest = 0, {}, {}, nil
+    for i = #ring_keys, 1, -1 do -- the tail's turn first
+      if got >= room then
+        break
+      end
+      local key = ring_keys[i]
+      local line = base .. ":" .. key
+      local left = math.max(1, (i == #ring_keys and kept) or tonumber(meta[i + 1]) or 1)
+      local skip, k = pending[key] or 0, math.min(left, room - got)
+      local batch = redis.call("LRANGE", line, -(skip + k + 1), -(skip + 1))
+      local more = #batch > k
+      local last = more and 2 or 1
+      pending[key] = skip + #batch - last + 1
+      read = read + #batch - last + 1
+      for j = #batch, last, -1 do
+        if admit_job(batch[j], limits_prefix) then
+          taken[#taken + 1] = batch[j]
+          got = got + 1
+        end
+      end
+      if not more then
+        served = served + 1
+        gone[#gone + 1] = key
+      elseif left > #batch - last + 1 then
+        rest = left - (#batch - last + 1) -- cut short by the room: stays at the tail
+        break
+      else
+        served = served + 1
+        again[#again + 1] = key
       end
     end
-    turn_taken(base, ring, key, more, left - (#batch - last + 1), kept)
+    if served > 0 then
+      redis.call("LTRIM", ring, 0, -(served + 1))
+      if #again > 0 then
+        redis.call("LPUSH", ring, unpack(again))
+      end
+      if #gone > 0 then
+        redis.call("HDEL", base, unpack(gone))
+      end
+    end
+    if rest then
+      redis.call("HSET", base, "~turn", rest)
+    elseif kept then
+      redis.call("HDEL", base, "~turn")
+    end
   end
   return got
 end
 
--- fair_feed(base, queue): when the queue list is empty and lines still wait,
--- the next turn's job goes onto the queue's tail: a process idle in a
--- blocking wait on the list (BLMOVE) is woken by it and takes it, as if it
--- were the fetch's next. Remembered as "~fed", so a fetch that meets it at
+-- fair_feed(base, queue): when the queue list is empty and lines still wait
+-- (the call was full, or cut short by its bounds), the next turn's job goes
+-- onto the queue's tail: a process idle in a blocking wait on the list
+-- (BLMOVE) is woken by it and takes it, as if it were the fetch's next; a
+-- process that saw its fetch come back short waits so, and must be woken.
+-- Returns true when it fed a job. Remembered as "~fed", so a fetch that meets it at
 -- the tail takes it instead of putting it back in line.
 local function fair_feed(base, queue)
   if redis.call("LLEN", queue) > 0 then
-    return
+    return false
   end
   local ring = base .. ":~ring"
   local key = redis.call("LINDEX", ring, -1)
   if not key then
-    return
+    return false
   end
   local line = base .. ":" .. key
   local job = redis.call("LINDEX", line, -1)
@@ -178,4 +220,5 @@ local function fair_feed(base, queue)
   end
   local left, kept = turn_of(base, key)
   turn_taken(base, ring, key, redis.call("LLEN", line) > 0, left - 1, kept)
+  return job ~= false
 end

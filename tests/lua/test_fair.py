@@ -135,3 +135,27 @@ async def test_a_line_of_the_wrong_type_takes_its_job_as_a_plain_one(
     job = fair("a", "a0")
     await enqueue(redis, keys, "default", job)
     assert await take(redis, keys, 5) == [job]
+
+
+async def test_a_turn_cut_short_by_the_room_goes_on_in_the_next_call(
+    redis: Redis, keys: Keys
+) -> None:
+    for key in "abc":
+        await enqueue(redis, keys, "default", *(fair(key, f"{key}{i}", 2) for i in range(1, 5)))
+    calls = [
+        [orjson.loads(job)["jid"] for job in await take(redis, keys, n)] for n in (5, 1, 3, 10)
+    ]
+    # c's turn is cut after one job; the next call's first job is its second
+    # (fed onto the list for a blocking wait, as each full call does).
+    assert calls == [["a1", "a2", "b1", "b2", "c1"], ["c2"], ["a3", "a4", "b3"], ["b4", "c3", "c4"]]
+    assert not await redis.exists(keys.fair_ring("default"), keys.fair_base("default") + ":c")
+    assert await redis.hkeys(keys.fair_base("default")) == [b"~fed"]
+
+
+async def test_one_key_fills_a_call_of_any_size(redis: Redis, keys: Keys) -> None:
+    """A call of more than a hundred turns (a worker's fetch may want that many)
+    is filled, not cut short: a short call tells the worker the queue is dry,
+    and it would wait on the list while the line still held jobs."""
+    await enqueue(redis, keys, "default", *(fair("a", f"a{i}") for i in range(300)))
+    assert len(await take(redis, keys, 250)) == 250
+    assert len(await take(redis, keys, 250)) == 50
