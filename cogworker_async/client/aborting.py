@@ -32,7 +32,7 @@ from redis.asyncio import Redis
 from cogworker_async.client import results
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
-from cogworker_async.store import aborts
+from cogworker_async.store import aborts, after
 
 _log = logging.getLogger("cogworker_async.client")
 
@@ -63,6 +63,12 @@ async def abort_job(
     redis: Redis, keys: Keys, settings: Settings, jid: str, *, window: int = aborts.WINDOW
 ) -> AbortOutcome:
     """Abort job ``jid`` (see the module's docstring); returns what was done."""
+    # Waiting on others (after=[...]): taken off in one step, before any
+    # prerequisite's end can push it onto a queue.
+    waiting = await after.abort_waiting(redis, keys, jid, keep=aborts.TOMBSTONE_KEEP)
+    if waiting is not None:
+        await _record_removed(redis, keys, settings, jid, waiting)
+        return AbortOutcome.REMOVED
     for _look in range(LOOKS):
         removed = await aborts.remove_waiting(redis, keys, jid, window=window)
         if removed is not None:

@@ -23,6 +23,7 @@
 -- "outcomes" (event -> outcome).
 
 --- @include batch_end
+--- @include after_end
 
 -- is_held_key(key, prefix): under `prefix`, with a name after it, and not a
 -- bookkeeping key of the prefix (those start with "~", e.g. <ns>:unique:~releases).
@@ -270,6 +271,15 @@ local function settle_payload_holds(entry, kinds, event, started, wait_ms)
           end
         end
       end
+    end
+  end
+  -- A prerequisite of waiting jobs (after=[...]) ends here too: the kinds
+  -- table names the after prefix (holds.kinds_table); looked at only while
+  -- some job waits.
+  if after_outcomes[event] then
+    local after = after_prefix_in(kinds)
+    if after and after_on(after) then
+      after_job_end(after, entry, after_outcomes[event])
     end
   end
 end
