@@ -5,6 +5,7 @@ Modes:
   middleware  the same through one pass-through server middleware
   weighted  20,000 no-op jobs split evenly over queues a:3, b:2, c:1, concurrency 50
   io        5,000 jobs that each ``await asyncio.sleep(0.01)``, concurrency 100
+  fair      noop's 20,000 jobs, each fair over 100 keys (``limits.fair``): taken by turns
 
 All jobs are enqueued first (``enqueue_many``, timed on its own), then a worker
 starts in a subprocess (``bench/_worker_proc.py``). Its wall time runs from the
@@ -85,6 +86,21 @@ with contextlib.suppress(TypeError):
         50,
         ("default",),
         jobs.noop.options(unique="until_executed"),  # type: ignore[call-arg, unused-ignore]
+    )
+
+
+# Issue 23 §4's fair keys: a job of key t<i % 100> is moved onto its key's line
+# by the fetch and taken in turn. Only in a tree that has them.
+with contextlib.suppress(AttributeError):
+    from cogworker_async import limits
+
+    MODES["fair"] = Mode(
+        "fair",
+        "throughput noop, fair over 100 keys (20,000 jobs, c=50, 1 queue)",
+        20_000,
+        50,
+        ("default",),
+        jobs.noop.options(limits=[limits.fair(lambda i: f"t{i % 100}")]),  # type: ignore[attr-defined, unused-ignore]
     )
 
 

@@ -32,7 +32,14 @@ from cogworker_async.api.history import (
     MinutePoint,
     history,
 )
-from cogworker_async.api.limits import LimitInfo, clear_limit, list_limits, set_limit
+from cogworker_async.api.limits import (
+    FairLine,
+    LimitInfo,
+    clear_limit,
+    list_fair,
+    list_limits,
+    set_limit,
+)
 from cogworker_async.api.locks import (
     LockInfo,
     LockPage,
@@ -106,6 +113,7 @@ __all__ = [
     "BusyJob",
     "DayPoint",
     "Entry",
+    "FairLine",
     "Found",
     "History",
     "JobMinute",
@@ -137,6 +145,7 @@ __all__ = [
     "kept_result",
     "list_batches",
     "list_entries",
+    "list_fair",
     "list_limits",
     "list_locks",
     "list_locks_page",
