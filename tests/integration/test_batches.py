@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -19,6 +20,7 @@ import pytest
 from redis.asyncio import Redis
 
 from cogworker_async import BatchGone, Client, JobFunction, Settings, Worker, current_job, job
+from cogworker_async.client.batches import MEMBERS_CHUNK, Batch
 from cogworker_async.jobs import JobArgs
 from cogworker_async.keys import Keys
 from tests.helpers import wait_for
@@ -278,3 +280,29 @@ async def test_basic_fetch_counts_a_members_success_too(settings: Settings) -> N
         assert status is not None
         assert (status["state"], status["succeeded"], status["dead"]) == ("dead", 1, 1)
     assert callbacks == [("all", b.bid, "complete")]
+
+
+async def test_enqueue_stream_sends_a_generator_chunk_by_chunk_keeping_nothing(
+    settings: Settings,
+) -> None:
+    """A million-member batch is streamed: each chunk is sent before the next item
+    is read, and no jid is kept (bench/batch_big.py measures the memory)."""
+    size_when_read: dict[int, int] = {}
+    count = 2 * MEMBERS_CHUNK + 7
+
+    async with Client(settings) as client:
+
+        def items(b: Batch) -> Iterator[tuple[str]]:
+            for i in range(count):
+                size_when_read[i] = b.size
+                yield (f"s{i}",)
+
+        async with client.batch() as b:
+            added = await b.enqueue_stream(work, items(b))
+        status = await client.batch_status(b.bid)
+    assert added == count
+    assert size_when_read[MEMBERS_CHUNK - 1] == 0
+    assert size_when_read[MEMBERS_CHUNK] == MEMBERS_CHUNK  # the first chunk went first
+    assert size_when_read[2 * MEMBERS_CHUNK] == 2 * MEMBERS_CHUNK
+    assert status is not None
+    assert (status["state"], status["total"], status["pending"]) == ("running", count, count)
