@@ -110,11 +110,13 @@ async def test_kill_9_mid_run_leaves_no_batch_stuck_and_fires_each_callback_once
             total_members = BATCHES * MEMBERS + len(with_child) * MEMBERS
             # Mid-run, round by round: SIGKILL the oldest member worker (and
             # start a new one), or Redis (and start it again from its AOF).
+            # Spaced over what is left to run (the workers ran members while
+            # the batches were being created), so every round comes mid-run.
+            step = max(1, (total_members - await member_runs(redis, keys)) // (ROUNDS + 3))
             for round_ in range(ROUNDS):
                 seen = await member_runs(redis, keys)
                 await wait_for(
-                    lambda seen=seen: _more(redis, keys, seen + total_members // (ROUNDS + 3)),
-                    timeout=60 * SCALE,
+                    lambda seen=seen: _more(redis, keys, seen + step), timeout=60 * SCALE
                 )
                 if round_ % 2:
                     durable_redis.kill()
