@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from cogworker_async.holds.kinds import _KINDS, HOLD_FIELDS, Event, Hold, Rule, kind_of
+from cogworker_async.holds.kinds import _KINDS, HOLD_FIELDS, Event, Hold, Rule, kind_of, prefix_of
 from cogworker_async.keys import Keys
 
 
@@ -45,7 +45,7 @@ def encode(
         elif rule is Rule.KEEP:
             seconds = max(0.0, wait) + (kind.default_ttl if hold.ttl is None else hold.ttl)
             ttl = max(1, int(seconds * 1000))
-        groups.extend((position, kind.prefix(keys), hold.key, hold.owner, ttl))
+        groups.extend((position, prefix_of(kind, keys), hold.key, hold.owner, ttl))
     return groups
 
 

@@ -150,6 +150,22 @@ def declare(kind: HoldKind) -> HoldKind:
     return kind
 
 
+# Each kind's prefix per namespace, built once: a batch member's end reads and
+# encodes its hold, and a lambda plus an f-string each time were a fair part
+# of what that cost.
+_PREFIXES: dict[tuple[Callable[[Keys], str], Keys], str] = {}
+
+
+def prefix_of(kind: HoldKind, keys: Keys) -> str:
+    """``kind.prefix(keys)``, remembered."""
+    found = _PREFIXES.get((kind.prefix, keys))
+    if found is None:
+        if len(_PREFIXES) >= 1024:  # many namespaces (tests): start again
+            _PREFIXES.clear()
+        found = _PREFIXES[(kind.prefix, keys)] = kind.prefix(keys)
+    return found
+
+
 def withdraw(name: str) -> None:
     """Forget a declared kind (a test's own kind, once the test is over)."""
     _KINDS.pop(name, None)

@@ -4,25 +4,11 @@ from the raw payload)."""
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
-from cogworker_async.holds.kinds import _KINDS, Hold, HoldKind, Path, is_held_key
+from cogworker_async.holds.kinds import _KINDS, Hold, HoldKind, Path, is_held_key, prefix_of
 from cogworker_async.keys import Keys
-
-
-# Each kind's prefix per namespace, built once (a batch member's end reads its
-# hold: a lambda and an f-string per job were a fifth of what reading it cost).
-_PREFIXES: dict[tuple[Callable[[Keys], str], Keys], str] = {}
-
-
-def _prefix(kind: HoldKind, keys: Keys) -> str:
-    found = _PREFIXES.get((kind.prefix, keys))
-    if found is None:
-        if len(_PREFIXES) >= 1024:  # many namespaces (tests): start again
-            _PREFIXES.clear()
-        found = _PREFIXES[(kind.prefix, keys)] = kind.prefix(keys)
-    return found
 
 
 def _at(job: Mapping[str, Any], path: Path) -> Any:
@@ -75,7 +61,7 @@ def holds_in(
         name = job[spec.key[0]]
         if not isinstance(name, str) or not name:
             return []
-        prefix = _prefix(kind, keys)
+        prefix = prefix_of(kind, keys)
         full = prefix + name if spec.named else name
         return [Hold(kind.name, full, owner)] if is_held_key(full, prefix) else []
     if spec.when is not None and not _same(_at(job, spec.when[0]), spec.when[1]):
@@ -85,7 +71,7 @@ def holds_in(
         return []
     found = _at(job, spec.key)
     names = (found if isinstance(found, list) else []) if spec.many else [found]
-    prefix = _prefix(kind, keys)
+    prefix = prefix_of(kind, keys)
     ttl = None if spec.ttl is None else _seconds(_at(job, spec.ttl))
     held = []
     for key in names:

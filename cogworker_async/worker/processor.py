@@ -267,7 +267,9 @@ class Processors(AbortedJobs):
         locked = PJID in job or "unique" in job or "batch" in job or LIMIT_SLOTS in job
         end: End | None = None  # a tracked job's result and final status, for its ack
         try:
-            if locked:
+            if locked and ("unique" in job or PJID in job):
+                # (A batch membership or a limit's slot has nothing to do at
+                # the start: a batch member skips the call.)
                 await self._locks.started(job, raw)
             function = self._registry.get(job["class"])
             set_current(job)

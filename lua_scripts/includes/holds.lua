@@ -147,11 +147,19 @@ local function settle_holds(at, gone)
   local n = tonumber(ARGV[at]) or 0
   local last = at + 5 * n
   local counted, order = nil, nil
+  -- The last counted group's (prefix, key, ttl) and members: an ack's members
+  -- of one batch come in a row, and each then costs one comparison, not a
+  -- key check and a concatenation.
+  local last_prefix, last_key, last_ttl, last_members = nil, nil, nil, nil
   for i = at + 1, last, 5 do
     if not (gone and gone[tonumber(ARGV[i])]) then
       local prefix, key, owner, ttl = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
       if string.byte(ttl, 1) == 64 then -- "@": a counted hold
-        if owner ~= "" and is_held_key(key, prefix) then
+        if owner == "" then
+          -- no owner: nothing to count
+        elseif key == last_key and ttl == last_ttl and prefix == last_prefix then
+          last_members[#last_members + 1] = owner
+        elseif is_held_key(key, prefix) then
           counted = counted or {}
           order = order or {}
           local group = key .. "\0" .. ttl
@@ -161,6 +169,7 @@ local function settle_holds(at, gone)
           end
           local members = counted[group]["members"]
           members[#members + 1] = owner
+          last_prefix, last_key, last_ttl, last_members = prefix, key, ttl, members
         end
       else
         pcall(settle_hold, prefix, key, owner, ttl)
