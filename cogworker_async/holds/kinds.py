@@ -7,7 +7,7 @@ import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from cogworker_async.keys import Keys
 
@@ -102,12 +102,13 @@ class HoldKind:
         return self.rules[event]
 
 
-@dataclass(frozen=True, slots=True)
-class Hold:
+class Hold(NamedTuple):
     """A claim one job holds: ``key`` (under its kind's prefix) whose value is ``owner``.
 
     ``ttl``: how long (s) it is kept past a wait when a rule keeps it (None:
-    the kind's default)."""
+    the kind's default). A named tuple, not a frozen dataclass: every batch
+    member's end builds one, and a frozen dataclass's ``__init__`` (one
+    ``object.__setattr__`` per field) cost three times as much."""
 
     kind: str
     key: str
@@ -153,16 +154,17 @@ def declare(kind: HoldKind) -> HoldKind:
 # Each kind's prefix per namespace, built once: a batch member's end reads and
 # encodes its hold, and a lambda plus an f-string each time were a fair part
 # of what that cost.
-_PREFIXES: dict[tuple[Callable[[Keys], str], Keys], str] = {}
+_PREFIXES: dict[tuple[Callable[[Keys], str], str], str] = {}
 
 
 def prefix_of(kind: HoldKind, keys: Keys) -> str:
-    """``kind.prefix(keys)``, remembered."""
-    found = _PREFIXES.get((kind.prefix, keys))
+    """``kind.prefix(keys)``, remembered (by the namespace's string: hashing a
+    ``Keys`` runs its dataclass ``__hash__``, slower than the f-string)."""
+    found = _PREFIXES.get((kind.prefix, keys.ns))
     if found is None:
         if len(_PREFIXES) >= 1024:  # many namespaces (tests): start again
             _PREFIXES.clear()
-        found = _PREFIXES[(kind.prefix, keys)] = kind.prefix(keys)
+        found = _PREFIXES[(kind.prefix, keys.ns)] = kind.prefix(keys)
     return found
 
 
