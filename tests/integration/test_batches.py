@@ -96,6 +96,11 @@ async def _done(client: Client, bid: str) -> bool:
     return status is not None and status["state"] in ("success", "complete", "dead")
 
 
+async def _counted(client: Client, bid: str, count: int) -> bool:
+    status = await client.batch_status(bid)
+    return status is not None and status["succeeded"] >= count
+
+
 async def _ran(count: int) -> bool:
     return len(ran) >= count
 
@@ -120,7 +125,8 @@ async def test_every_member_succeeds_then_success_and_complete_run_once(
                 await b.enqueue(work, f"m{i}")
             assert await b.enqueue_many(work, [("m4",)]) != []
             # Open: every member has ended, yet nothing fires before the block ends.
-            await wait_for(lambda: _ran(5), timeout=30)
+            # (Waited for by the counts: a handler returns before its ack lands.)
+            await wait_for(lambda: _counted(client, b.bid, 5), timeout=30)
             status = await client.batch_status(b.bid)
             assert status is not None
             assert (status["state"], status["pending"], status["succeeded"]) == ("open", 0, 5)
