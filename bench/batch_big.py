@@ -18,7 +18,10 @@ soon its callback follows its last member's end.
    Reported: that minus the last member's end (the callback's enqueue latency),
    and the callback's start minus the last member's end.
 
-    python bench/batch_big.py [--members 1000000] [--run-members 1000000] [--json]
+``--keep-jids`` creates it with ``enqueue_many`` instead (which returns every
+jid), to compare the client's memory.
+
+    python bench/batch_big.py [--members 1000000] [--run-members 1000000] [--keep-jids] [--json]
 """
 
 from __future__ import annotations
@@ -75,7 +78,7 @@ async def used_memory(redis: Redis) -> int:
     return int((await redis.info("memory"))["used_memory"])
 
 
-async def create(url: str, members: int) -> dict[str, float]:
+async def create(url: str, members: int, keep_jids: bool = False) -> dict[str, float]:
     namespace = common.new_namespace("batch-big")
     settings = Settings(redis_url=url, namespace=namespace)
     redis = Redis.from_url(url)
@@ -85,7 +88,10 @@ async def create(url: str, members: int) -> dict[str, float]:
             before_mem = await used_memory(redis)
             with common.Stopwatch() as watch:
                 async with client.batch(on_complete=big_callback.args()) as b:
-                    added = await b.enqueue_stream(big_member, items(members))
+                    if keep_jids:  # enqueue_many: every jid kept, for comparison
+                        added = len(await b.enqueue_many(big_member, items(members)))
+                    else:
+                        added = await b.enqueue_stream(big_member, items(members))
             peak_rss = rss_peak_mb()
             after_mem = await used_memory(redis)
             keys = client.keys
@@ -144,8 +150,8 @@ async def end_to_end(url: str, members: int) -> dict[str, float]:
     }
 
 
-async def bench(url: str, members: int, run_members: int) -> dict[str, Any]:
-    found: dict[str, Any] = {"members": members, **await create(url, members)}
+async def bench(url: str, members: int, run_members: int, keep_jids: bool) -> dict[str, Any]:
+    found: dict[str, Any] = {"members": members, **await create(url, members, keep_jids)}
     if run_members:
         found["run_members"] = run_members
         found.update(await end_to_end(url, run_members))
@@ -158,11 +164,14 @@ def main() -> None:
     parser.add_argument(
         "--run-members", type=int, default=1_000_000, help="members run end to end (0: none)"
     )
+    parser.add_argument(
+        "--keep-jids", action="store_true", help="create with enqueue_many (keeps every jid)"
+    )
     parser.add_argument("--redis-url", default=None)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with common.redis_server(args.redis_url) as url:
-        found = common.run_async(bench(url, args.members, args.run_members))
+        found = common.run_async(bench(url, args.members, args.run_members, args.keep_jids))
     found["machine"] = common.machine()
     if args.json:
         print(orjson.dumps(found, option=orjson.OPT_INDENT_2).decode())
