@@ -62,8 +62,9 @@ def holds_in(
         if not isinstance(name, str) or not name:
             return []
         prefix = prefix_of(kind, keys)
-        full = prefix + name if spec.named else name
-        return [Hold(kind.name, full, owner)] if is_held_key(full, prefix) else []
+        if spec.named:  # prefix + a non-empty name: held unless it names a "~" key
+            return [] if name[0] == "~" or not prefix else [Hold(kind.name, prefix + name, owner)]
+        return [Hold(kind.name, name, owner)] if is_held_key(name, prefix) else []
     if spec.when is not None and not _same(_at(job, spec.when[0]), spec.when[1]):
         return []
     gave_back = spec.unless_started
