@@ -49,6 +49,40 @@ def encode(
     return groups
 
 
+def encode_calls(
+    keys: Keys, jobs: Iterable[tuple[int, Iterable[Hold]]], event: Event
+) -> list[str | int]:
+    """The hold groups of a call's jobs (``(position, holds)`` each), as ``encode``
+    but with the counted holds (batch memberships) of one key gathered in one
+    group: position ``"*p1,p2,..."``, owner ``"jid1,jid2,..."`` (see
+    ``includes/holds.lua``, ``settle_counted_group``). An ack of 150 members of
+    one batch sends one group, not 150 (5 arguments each). An owner with a comma
+    (a foreign payload's jid) keeps a group of its own."""
+    groups: list[str | int] = []
+    counted: dict[tuple[str, str], tuple[list[str], list[str], str]] = {}
+    for position, held in jobs:
+        for hold in held:
+            kind = _KINDS.get(hold.kind)
+            outcomes = kind.outcomes if kind is not None else None
+            if (
+                kind is None
+                or outcomes is None
+                or kind.rules[event] is not Rule.RELEASE
+                or "," in hold.owner
+            ):
+                groups.extend(encode(keys, (hold,), event, position=position))
+                continue
+            ttl = "@" + outcomes[event]
+            found = counted.get((hold.key, ttl))
+            if found is None:
+                found = counted[(hold.key, ttl)] = ([], [], prefix_of(kind, keys))
+            found[0].append(str(position))
+            found[1].append(hold.owner)
+    for (key, ttl), (positions, owners, prefix) in counted.items():
+        groups.extend(("*" + ",".join(positions), prefix, key, ",".join(owners), ttl))
+    return groups
+
+
 def block(keys: Keys, holds: Iterable[Hold], event: Event, *, wait: float = 0.0) -> list[str | int]:
     """One job's whole hold block: the count, then its groups (``encode``)."""
     groups = encode(keys, holds, event, wait=wait)
