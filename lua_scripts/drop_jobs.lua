@@ -7,7 +7,7 @@
 -- ARGV[1] = "zrem": ARGV[5..] are the exact entries to remove from the set
 --           "zpop": ARGV[5] = how many to pop, lowest score first
 --           "rpop": ARGV[5] = how many to pop from the list's tail (oldest)
--- ARGV[2] = the kinds of hold a payload names (holds.py kinds_table, JSON;
+-- ARGV[2] = the kinds of hold a payload names (holds/encoding.py kinds_table, JSON;
 --   "": holds not minded): each removed job's holds are settled as the
 --   "operator_delete" rule says (includes/holds.lua); cluster: every kind's
 --   prefix starts with the namespace, so with a hash tag its keys are in the

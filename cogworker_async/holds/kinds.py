@@ -106,9 +106,9 @@ class Hold(NamedTuple):
     """A claim one job holds: ``key`` (under its kind's prefix) whose value is ``owner``.
 
     ``ttl``: how long (s) it is kept past a wait when a rule keeps it (None:
-    the kind's default). A named tuple, not a frozen dataclass: every batch
-    member's end builds one, and a frozen dataclass's ``__init__`` (one
-    ``object.__setattr__`` per field) cost three times as much."""
+    the kind's default). A NamedTuple, not a frozen dataclass: one is made
+    per unique job's ack and per batch member's end, and a frozen dataclass's
+    ``__init__`` (a ``object.__setattr__`` per field) cost several times a tuple's."""
 
     kind: str
     key: str

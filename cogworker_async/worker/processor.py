@@ -267,10 +267,10 @@ class Processors(AbortedJobs):
         locked = PJID in job or "unique" in job or "batch" in job or LIMIT_SLOTS in job
         end: End | None = None  # a tracked job's result and final status, for its ack
         try:
-            if locked and ("unique" in job or PJID in job):
-                # (A batch membership or a limit's slot has nothing to do at
-                # the start: a batch member skips the call.)
-                await self._locks.started(job, raw)
+            if locked:
+                pending = self._locks.started(job, raw)
+                if pending is not None:  # the common case awaits no coroutine
+                    await pending
             function = self._registry.get(job["class"])
             set_current(job)
             if self._debug:
@@ -332,7 +332,9 @@ class Processors(AbortedJobs):
                 await self._file_aborted(slot, running)
                 return
             if locked:
-                await self._locks.succeeded(raw, job, started, end)
+                pending = self._locks.succeeded(raw, job, started, end)
+                if pending is not None:
+                    await pending
             elif self._history:
                 self._fetcher.ack(raw, job["jid"], (job["class"], started, time.time()), end=end)
             else:
