@@ -11,7 +11,8 @@
 -- ARGV[6+n] = number of holds h, then h groups of 5 (ack position, prefix,
 --   key, owner, ttl): what the finished jobs hold (a unique lock, a periodic
 --   running lock, ...), released or kept with their acks as the ack rule of
---   each kind says (includes/holds.lua; ack_jobs' settle_acked_holds)
+--   each kind says (includes/holds.lua; ack_jobs' settle_acked_holds); the
+--   batch members of one batch come as one group ("*p1,p2,..." positions)
 -- then, last and only when some acked job carries one, the ends block: e, the
 --   tracking prefix and e groups of 6 (includes/acked_ends.lua): the kept
 --   results and final statuses of the acked jobs, written in this same step

@@ -12,7 +12,7 @@ the callbacks in that same step (``includes/batch_end.lua``). A child batch
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -172,9 +172,30 @@ class Batch:
         """Enqueue one member per item (a tuple of args, a dict of kwargs or
         ``job.args(...)``), ``MEMBERS_CHUNK`` a call; returns their jids."""
         jids: list[str] = []
+        await self._add_many(target, items, jids.append)
+        return jids
+
+    async def enqueue_stream(
+        self, target: Any, items: Iterable[Sequence[Any] | Mapping[str, Any] | JobArgs[Any]]
+    ) -> int:
+        """As ``enqueue_many``, for a batch of any size: items are read as they come
+        (a generator), sent ``MEMBERS_CHUNK`` a call and nothing is kept; returns
+        how many members were added."""
+        return await self._add_many(target, items, None)
+
+    async def _add_many(
+        self,
+        target: Any,
+        items: Iterable[Sequence[Any] | Mapping[str, Any] | JobArgs[Any]],
+        note: Callable[[str], None] | None,
+    ) -> int:
+        # Only one chunk is held at a time: a million members are streamed in
+        # 500-member calls (the client's memory stays that of one chunk, plus
+        # the jids when the caller keeps them through ``note``).
         chunk: list[tuple[str, bytes]] = []
         where: tuple[str, float | None] | None = None
         now = time.time()
+        added = 0
 
         async def send() -> None:
             if chunk and where is not None:
@@ -204,12 +225,15 @@ class Batch:
             if where is not None and here != where:
                 await send()
             where = here
-            chunk.append((str(job["jid"]), payload.encode_job(job)))
-            jids.append(str(job["jid"]))
+            jid = str(job["jid"])
+            chunk.append((jid, payload.encode_job(job)))
+            added += 1
+            if note is not None:
+                note(jid)
             if len(chunk) >= MEMBERS_CHUNK:
                 await send()
         await send()
-        return jids
+        return added
 
 
 async def abort_tree(client: Enqueueing, bid: str) -> int:

@@ -21,7 +21,14 @@ script.
 from __future__ import annotations
 
 from cogworker_async.holds.declarations import BATCH, LIMIT_SLOT, PERIODIC_RUNNING, UNIQUE
-from cogworker_async.holds.encoding import block, encode, kinds_spec, kinds_table, released
+from cogworker_async.holds.encoding import (
+    block,
+    encode,
+    encode_calls,
+    kinds_spec,
+    kinds_table,
+    released,
+)
 from cogworker_async.holds.kinds import (
     HOLD_FIELDS,
     KINDS,
@@ -56,6 +63,7 @@ __all__ = [
     "block",
     "declare",
     "encode",
+    "encode_calls",
     "hold_in",
     "holds_in",
     "is_held_key",

@@ -9,7 +9,7 @@ from typing import Any
 
 import orjson
 
-from cogworker_async.holds.kinds import _KINDS, HOLD_FIELDS, Event, Hold, Rule, kind_of
+from cogworker_async.holds.kinds import _KINDS, HOLD_FIELDS, Event, Hold, Rule, kind_of, prefix_of
 from cogworker_async.keys import Keys
 
 
@@ -45,7 +45,41 @@ def encode(
         elif rule is Rule.KEEP:
             seconds = max(0.0, wait) + (kind.default_ttl if hold.ttl is None else hold.ttl)
             ttl = max(1, int(seconds * 1000))
-        groups.extend((position, kind.prefix(keys), hold.key, hold.owner, ttl))
+        groups.extend((position, prefix_of(kind, keys), hold.key, hold.owner, ttl))
+    return groups
+
+
+def encode_calls(
+    keys: Keys, jobs: Iterable[tuple[int, Iterable[Hold]]], event: Event
+) -> list[str | int]:
+    """The hold groups of a call's jobs (``(position, holds)`` each), as ``encode``
+    but with the counted holds (batch memberships) of one key gathered in one
+    group: position ``"*p1,p2,..."``, owner ``"jid1,jid2,..."`` (see
+    ``includes/holds.lua``, ``settle_counted_group``). An ack of 150 members of
+    one batch sends one group, not 150 (5 arguments each). An owner with a comma
+    (a foreign payload's jid) keeps a group of its own."""
+    groups: list[str | int] = []
+    counted: dict[tuple[str, str], tuple[list[str], list[str], str]] = {}
+    for position, held in jobs:
+        for hold in held:
+            kind = _KINDS.get(hold.kind)
+            outcomes = kind.outcomes if kind is not None else None
+            if (
+                kind is None
+                or outcomes is None
+                or kind.rules[event] is not Rule.RELEASE
+                or "," in hold.owner
+            ):
+                groups.extend(encode(keys, (hold,), event, position=position))
+                continue
+            ttl = "@" + outcomes[event]
+            found = counted.get((hold.key, ttl))
+            if found is None:
+                found = counted[(hold.key, ttl)] = ([], [], prefix_of(kind, keys))
+            found[0].append(str(position))
+            found[1].append(hold.owner)
+    for (key, ttl), (positions, owners, prefix) in counted.items():
+        groups.extend(("*" + ",".join(positions), prefix, key, ",".join(owners), ttl))
     return groups
 
 

@@ -107,8 +107,8 @@ class Hold(NamedTuple):
 
     ``ttl``: how long (s) it is kept past a wait when a rule keeps it (None:
     the kind's default). A NamedTuple, not a frozen dataclass: one is made
-    per unique job's ack, and a frozen dataclass's ``__init__`` (a
-    ``object.__setattr__`` per field) cost several times a tuple's."""
+    per unique job's ack and per batch member's end, and a frozen dataclass's
+    ``__init__`` (a ``object.__setattr__`` per field) cost several times a tuple's."""
 
     kind: str
     key: str
@@ -149,6 +149,23 @@ def declare(kind: HoldKind) -> HoldKind:
             )
     _KINDS[kind.name] = kind
     return kind
+
+
+# Each kind's prefix per namespace, built once: a batch member's end reads and
+# encodes its hold, and a lambda plus an f-string each time were a fair part
+# of what that cost.
+_PREFIXES: dict[tuple[Callable[[Keys], str], str], str] = {}
+
+
+def prefix_of(kind: HoldKind, keys: Keys) -> str:
+    """``kind.prefix(keys)``, remembered (by the namespace's string: hashing a
+    ``Keys`` runs its dataclass ``__hash__``, slower than the f-string)."""
+    found = _PREFIXES.get((kind.prefix, keys.ns))
+    if found is None:
+        if len(_PREFIXES) >= 1024:  # many namespaces (tests): start again
+            _PREFIXES.clear()
+        found = _PREFIXES[(kind.prefix, keys.ns)] = kind.prefix(keys)
+    return found
 
 
 def withdraw(name: str) -> None:

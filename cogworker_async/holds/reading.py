@@ -7,7 +7,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from cogworker_async.holds.kinds import _KINDS, Hold, HoldKind, Path, is_held_key
+from cogworker_async.holds.kinds import _KINDS, Hold, HoldKind, Path, is_held_key, prefix_of
 from cogworker_async.keys import Keys
 
 
@@ -49,6 +49,22 @@ def holds_in(
     owner = job.get("jid")
     if not isinstance(owner, str) or not owner:
         return []
+    if (
+        len(spec.key) == 1
+        and spec.when is None
+        and spec.unless_started is None
+        and spec.ttl is None
+        and not spec.many
+    ):
+        # The plain shape (a batch membership: one top-level field, no
+        # condition, no TTL): read without the general walk below.
+        name = job[spec.key[0]]
+        if not isinstance(name, str) or not name:
+            return []
+        prefix = prefix_of(kind, keys)
+        if spec.named:  # prefix + a non-empty name: held unless it names a "~" key
+            return [] if name[0] == "~" or not prefix else [Hold(kind.name, prefix + name, owner)]
+        return [Hold(kind.name, name, owner)] if is_held_key(name, prefix) else []
     if spec.when is not None and not _same(_at(job, spec.when[0]), spec.when[1]):
         return []
     gave_back = spec.unless_started
@@ -56,7 +72,7 @@ def holds_in(
         return []
     found = _at(job, spec.key)
     names = (found if isinstance(found, list) else []) if spec.many else [found]
-    prefix = kind.prefix(keys)
+    prefix = prefix_of(kind, keys)
     ttl = None if spec.ttl is None else _seconds(_at(job, spec.ttl))
     held = []
     for key in names:

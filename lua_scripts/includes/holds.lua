@@ -20,7 +20,10 @@
 -- A counted hold (a batch membership, holds/kinds.py HoldKind.outcomes) is not a
 -- lock: its release counts how the member ended (includes/batch_end.lua). In
 -- a block its ttl is "@<outcome>"; in the kinds table the kind has
--- "outcomes" (event -> outcome).
+-- "outcomes" (event -> outcome). The counted holds of many jobs of one call
+-- under one key (an ack's members of one batch) may come as one group
+-- (holds.py encode_calls): position "*p1,p2,...", owner "jid1,jid2,..."
+-- (settle_counted_group).
 
 --- @include batch_end
 --- @include after_end
@@ -137,6 +140,39 @@ local function settle_hold(prefix, key, owner, ttl)
   return release_hold(prefix, key, owner)
 end
 
+-- settle_counted_group(positions, prefix, key, owners, ttl, gone): one group
+-- for the counted holds of many jobs of one call (an ack's members of one
+-- batch): positions "*p1,p2,...", owners "jid1,jid2,..." (in the same order),
+-- ttl "@<outcome>". One group on the wire instead of one per member: Redis
+-- makes one string per member here, not five arguments. A position in `gone`
+-- (its job's step did not happen) is left out.
+local function settle_counted_group(positions, prefix, key, owners, ttl, gone)
+  if not is_held_key(key, prefix) or string.byte(ttl, 1) ~= 64 then
+    return
+  end
+  local members = {}
+  if gone then
+    local places = {}
+    for p in string.gmatch(positions, "%d+") do
+      places[#places + 1] = tonumber(p)
+    end
+    local n = 0
+    for owner in string.gmatch(owners, "[^,]+") do
+      n = n + 1
+      if not gone[places[n]] then
+        members[#members + 1] = owner
+      end
+    end
+  else
+    for owner in string.gmatch(owners, "[^,]+") do
+      members[#members + 1] = owner
+    end
+  end
+  if #members > 0 then
+    pcall(batch_settle, key, members, string.sub(ttl, 2))
+  end
+end
+
 -- settle_holds(at, gone): carries out the block at ARGV[at]; `gone` (a table
 -- of positions, or nil) names jobs whose step did not happen (an ack whose job
 -- recovery had requeued: it runs again and keeps its holds). pcall: a key of
@@ -148,11 +184,21 @@ local function settle_holds(at, gone)
   local n = tonumber(ARGV[at]) or 0
   local last = at + 5 * n
   local counted, order = nil, nil
+  -- The last counted group's (prefix, key, ttl) and members: an ack's members
+  -- of one batch come in a row, and each then costs one comparison, not a
+  -- key check and a concatenation.
+  local last_prefix, last_key, last_ttl, last_members = nil, nil, nil, nil
   for i = at + 1, last, 5 do
-    if not (gone and gone[tonumber(ARGV[i])]) then
+    if string.byte(ARGV[i], 1) == 42 then -- "*": many members' counted holds
+      settle_counted_group(ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], gone)
+    elseif not (gone and gone[tonumber(ARGV[i])]) then
       local prefix, key, owner, ttl = ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
       if string.byte(ttl, 1) == 64 then -- "@": a counted hold
-        if owner ~= "" and is_held_key(key, prefix) then
+        if owner == "" then
+          -- no owner: nothing to count
+        elseif key == last_key and ttl == last_ttl and prefix == last_prefix then
+          last_members[#last_members + 1] = owner
+        elseif is_held_key(key, prefix) then
           counted = counted or {}
           order = order or {}
           local group = key .. "\0" .. ttl
@@ -162,6 +208,7 @@ local function settle_holds(at, gone)
           end
           local members = counted[group]["members"]
           members[#members + 1] = owner
+          last_prefix, last_key, last_ttl, last_members = prefix, key, ttl, members
         end
       else
         pcall(settle_hold, prefix, key, owner, ttl)

@@ -1,7 +1,9 @@
 """Batches under kill -9: every batch ends, each callback is enqueued exactly once.
 
 Many batches (some with a child batch), chains and chords run on two worker processes; one is
-SIGKILLed mid-run, then the other, each replaced. Members the dead processes
+SIGKILLed mid-run, then Redis (started again from its AOF), then the other
+worker, each replaced (the long run, ``COGWORKER_BATCH_CHAOS_SCALE``, goes on
+round after round). Members the dead processes
 held come back through orphan recovery and may run twice (at least once):
 their batch still counts each member once, none stays pending, and each
 batch's callbacks were enqueued exactly once: they go to a queue no worker
@@ -23,6 +25,7 @@ import anyio
 import orjson
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import RedisError
 
 from cogworker_async import Client, Settings, chain, chord, group
 from cogworker_async.embedded import EmbeddedRedis
@@ -34,12 +37,17 @@ from tests.helpers import wait_for
 
 pytestmark = [pytest.mark.chaos, pytest.mark.anyio]
 
-# `make test` runs it short; COGWORKER_BATCH_CHAOS_SCALE=10 runs ten times as many.
+# `make test` runs it short (52 workflows); COGWORKER_BATCH_CHAOS_SCALE=N runs
+# N times as many (193: 10,036 workflows, issue 24's long run) and more rounds
+# of kills (a worker, then Redis, in turn).
 SCALE = int(os.environ.get("COGWORKER_BATCH_CHAOS_SCALE", "1"))
 BATCHES = 40 * SCALE
 MEMBERS = 8  # per batch; every fourth batch also has a child batch of MEMBERS
 CHAINS = 8 * SCALE  # chains of 4 steps, each adding 1 to the result before it
 CHORDS = 4 * SCALE  # chords of a group of 5 steps and their sum
+# Kill rounds: even ones SIGKILL a worker (replaced), odd ones Redis (restarted
+# from its AOF); 3 in the short run, up to 15 in a long one.
+ROUNDS = min(15, 3 + 2 * (SCALE // 10))
 
 
 def start(settings: Settings, *queues: str) -> subprocess.Popen[bytes]:
@@ -53,17 +61,25 @@ def start(settings: Settings, *queues: str) -> subprocess.Popen[bytes]:
 
 
 async def member_runs(redis: Redis, keys: Keys) -> int:
-    return len(await redis.hkeys(runs_key(keys.ns)))
+    try:
+        return int(await redis.hlen(runs_key(keys.ns)))
+    except (OSError, RedisError):  # Redis restarting: ask again
+        return -1
 
 
 @pytest.mark.timeout(240 * SCALE)
 async def test_kill_9_mid_run_leaves_no_batch_stuck_and_fires_each_callback_once(
-    settings: Settings, redis: Redis, keys: Keys
+    durable_redis: EmbeddedRedis,  # noqa: F811 - the fixture
+    durable_settings: Settings,  # noqa: F811 - the fixture
+    keys: Keys,
 ) -> None:
+    settings = durable_settings
     rng = random.Random(24)
     procs = [start(settings, "default"), start(settings, "default")]
+    live = list(procs)  # the member workers not killed yet, oldest first
     bids: list[str] = []
     with_child: list[str] = []
+    redis = Redis.from_url(settings.redis_url)
     try:
         async with Client(settings) as client:
             for n in range(BATCHES):
@@ -92,24 +108,37 @@ async def test_kill_9_mid_run_leaves_no_batch_stuck_and_fires_each_callback_once
                 for _ in range(CHORDS)
             ]
             total_members = BATCHES * MEMBERS + len(with_child) * MEMBERS
-            # Kill each member worker mid-run, in turn, and start a new one.
-            for victim in (0, 1):
+            # Mid-run, round by round: SIGKILL the oldest member worker (and
+            # start a new one), or Redis (and start it again from its AOF).
+            # Spaced over what is left to run (the workers ran members while
+            # the batches were being created), so every round comes mid-run.
+            step = max(1, (total_members - await member_runs(redis, keys)) // (ROUNDS + 3))
+            for round_ in range(ROUNDS):
                 seen = await member_runs(redis, keys)
                 await wait_for(
-                    lambda seen=seen: _more(redis, keys, seen + total_members // 5),
-                    timeout=60 * SCALE,
+                    lambda seen=seen: _more(redis, keys, seen + step), timeout=60 * SCALE
                 )
-                procs[victim].send_signal(signal.SIGKILL)
-                procs[victim].wait(timeout=10)
-                procs.append(start(settings, "default"))
+                if round_ % 2:
+                    durable_redis.kill()
+                    await anyio.sleep(0.5)
+                    durable_redis.start()
+                    continue
+                victim = live.pop(0)
+                victim.send_signal(signal.SIGKILL)
+                victim.wait(timeout=10)
+                live.append(start(settings, "default"))
+                procs.append(live[-1])
 
             async def all_done() -> bool:
-                for bid in [*bids, *with_child]:
-                    status = await client.batch_status(bid)
-                    if status is None or status["state"] != "success":
-                        return False
-                expected = 2 * len(bids) + len(with_child)
-                return await redis.llen(keys.queue("callbacks")) >= expected
+                try:
+                    for bid in [*bids, *with_child]:
+                        status = await client.batch_status(bid)
+                        if status is None or status["state"] != "success":
+                            return False
+                    expected = 2 * len(bids) + len(with_child)
+                    return await redis.llen(keys.queue("callbacks")) >= expected
+                except (OSError, RedisError):  # a connection from before Redis restarted
+                    return False
 
             # Recovery of a killed worker's jobs takes about orphan_threshold + a check.
             await wait_for(all_done, timeout=150 * SCALE, interval=0.5)
@@ -141,6 +170,7 @@ async def test_kill_9_mid_run_leaves_no_batch_stuck_and_fires_each_callback_once
             # The kills did catch members mid-run: recovery brought them back.
             assert int(await redis.get(keys.stat("recovered")) or 0) > 0
     finally:
+        await redis.aclose()
         for proc in procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import anyio
@@ -19,6 +20,7 @@ import pytest
 from redis.asyncio import Redis
 
 from cogworker_async import BatchGone, Client, JobFunction, Settings, Worker, current_job, job
+from cogworker_async.client.batches import MEMBERS_CHUNK, Batch
 from cogworker_async.jobs import JobArgs
 from cogworker_async.keys import Keys
 from tests.helpers import wait_for
@@ -94,6 +96,11 @@ async def _done(client: Client, bid: str) -> bool:
     return status is not None and status["state"] in ("success", "complete", "dead")
 
 
+async def _counted(client: Client, bid: str, count: int) -> bool:
+    status = await client.batch_status(bid)
+    return status is not None and status["succeeded"] >= count
+
+
 async def _ran(count: int) -> bool:
     return len(ran) >= count
 
@@ -118,7 +125,8 @@ async def test_every_member_succeeds_then_success_and_complete_run_once(
                 await b.enqueue(work, f"m{i}")
             assert await b.enqueue_many(work, [("m4",)]) != []
             # Open: every member has ended, yet nothing fires before the block ends.
-            await wait_for(lambda: _ran(5), timeout=30)
+            # (Waited for by the counts: a handler returns before its ack lands.)
+            await wait_for(lambda: _counted(client, b.bid, 5), timeout=30)
             status = await client.batch_status(b.bid)
             assert status is not None
             assert (status["state"], status["pending"], status["succeeded"]) == ("open", 0, 5)
@@ -278,3 +286,29 @@ async def test_basic_fetch_counts_a_members_success_too(settings: Settings) -> N
         assert status is not None
         assert (status["state"], status["succeeded"], status["dead"]) == ("dead", 1, 1)
     assert callbacks == [("all", b.bid, "complete")]
+
+
+async def test_enqueue_stream_sends_a_generator_chunk_by_chunk_keeping_nothing(
+    settings: Settings,
+) -> None:
+    """A million-member batch is streamed: each chunk is sent before the next item
+    is read, and no jid is kept (bench/batch_big.py measures the memory)."""
+    size_when_read: dict[int, int] = {}
+    count = 2 * MEMBERS_CHUNK + 7
+
+    async with Client(settings) as client:
+
+        def items(b: Batch) -> Iterator[tuple[str]]:
+            for i in range(count):
+                size_when_read[i] = b.size
+                yield (f"s{i}",)
+
+        async with client.batch() as b:
+            added = await b.enqueue_stream(work, items(b))
+        status = await client.batch_status(b.bid)
+    assert added == count
+    assert size_when_read[MEMBERS_CHUNK - 1] == 0
+    assert size_when_read[MEMBERS_CHUNK] == MEMBERS_CHUNK  # the first chunk went first
+    assert size_when_read[2 * MEMBERS_CHUNK] == 2 * MEMBERS_CHUNK
+    assert status is not None
+    assert (status["state"], status["total"], status["pending"]) == ("running", count, count)

@@ -212,6 +212,46 @@ async def add(redis: Redis, keys: Keys, bid: str, n: int) -> list[str]:
     return jids
 
 
+async def test_one_ack_call_counts_many_members_of_two_batches_but_not_a_missing_one(
+    redis: Redis, keys: Keys
+) -> None:
+    """An ack call sends one group per batch for its members (holds.encode_calls):
+    each member counts once, in its own batch, and a member whose job recovery
+    took back (missing from the in-progress list: it runs again) is not counted."""
+    first, second = await open_batch(redis, keys), await open_batch(redis, keys)
+    a = await add(redis, keys, first, 3)
+    b = await add(redis, keys, second, 2)
+    for bid in (first, second):
+        await batches.close_batch(redis, keys, bid)
+    plain = make_job(jid=new_jid())
+    jobs = [(jid, make_job(jid=jid, batch=first)) for jid in a]
+    jobs += [(jid, make_job(jid=jid, batch=second)) for jid in b]
+    acks = [commands.Ack(plain, "plain")]
+    acks += [
+        commands.Ack(raw, jid, holds=MemberJob(redis, keys, jid, raw).held) for jid, raw in jobs
+    ]
+    missing = acks[2]  # a[1]: not on the list
+    for ack_ in acks:
+        if ack_ is not missing:
+            await redis.rpush(keys.in_progress(ME), ack_.raw)
+    groups = holds.encode_calls(
+        keys, [(i, ack_.holds) for i, ack_ in enumerate(acks, 1) if ack_.holds], Event.ACK
+    )
+    assert len(groups) == 2 * holds.HOLD_FIELDS  # one group a batch, not one a member
+    assert await commands.ack(redis, keys, identity=ME, acks=acks) == [missing]
+    assert await counts(redis, keys, first) == {
+        "state": "running",
+        "total": 3,
+        "pending": 1,
+        "succeeded": 2,
+        "failed": 0,
+        "dead": 0,
+    }
+    assert await batches.pending_members(redis, keys, first) == [a[1]]
+    assert (await counts(redis, keys, second))["state"] == "done"
+    assert await fired(redis, keys) == ["success", "complete"]
+
+
 async def test_a_duplicate_ack_of_the_same_payload_counts_once(redis: Redis, keys: Keys) -> None:
     """At least once: a member recovered from a killed process runs twice, and both
     runs ack the same payload. The second ack counts nothing and fires nothing."""

@@ -108,9 +108,13 @@ def _ack_args(keys: Keys, acks: Sequence[Ack]) -> list[EncodableArg]:
         args.append(0)
         return args
     held: list[EncodableArg] = []
-    for position, ack in enumerate(acks, 1):
-        if ack.holds:
-            held.extend(holds.encode(keys, ack.holds, Event.ACK, position=position))
+    held.extend(
+        holds.encode_calls(
+            keys,
+            ((position, ack.holds) for position, ack in enumerate(acks, 1) if ack.holds),
+            Event.ACK,
+        )
+    )
     args.append(len(held) // holds.HOLD_FIELDS)
     args.extend(held)
     return args
