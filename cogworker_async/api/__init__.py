@@ -17,7 +17,7 @@ retry, dead and schedule sets), ``running`` (processes, what they run,
 signals), ``quarantine`` (keys the key guard moved aside), ``periodic``
 (periodic entries: list, run now, pause/resume), ``locks`` (unique-job locks: list,
 delete, delete the orphaned), ``limits`` (rate and concurrency limits: list,
-set, clear), ``batches`` (batches: recent, one in full); ``_common`` holds
+set, clear, delete held jobs), ``batches`` (batches: recent, one in full); ``_common`` holds
 the shared helpers. Import from here: the submodules are not the interface.
 """
 
@@ -32,7 +32,13 @@ from cogworker_async.api.history import (
     MinutePoint,
     history,
 )
-from cogworker_async.api.limits import LimitInfo, clear_limit, list_limits, set_limit
+from cogworker_async.api.limits import (
+    LimitInfo,
+    clear_held,
+    clear_limit,
+    list_limits,
+    set_limit,
+)
 from cogworker_async.api.locks import (
     LockInfo,
     LockPage,
@@ -124,6 +130,7 @@ __all__ = [
     "UnknownQueueError",
     "busy",
     "check_jid",
+    "clear_held",
     "clear_limit",
     "clear_queue",
     "delete",

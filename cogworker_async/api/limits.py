@@ -1,5 +1,6 @@
 """Rate and concurrency limits, for a human: what each key holds now
-(``limits list``), and its run-time limit (``limits set`` / ``limits clear``).
+(``limits list``), its run-time limit (``limits set`` / ``limits clear``), and
+an operator's removal of held jobs (``limits clear-held``, ``queues clear``).
 
 The keys are found by SCAN under ``<ns>:limits:`` (bounded: ``_SCAN_COUNT`` a
 call), their numbers read in one pipeline.
@@ -12,12 +13,15 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from cogworker_async import holds
 from cogworker_async.api._common import _SCAN_COUNT, _glob_escape
 from cogworker_async.keys import Keys
 from cogworker_async.limits.declarations import check_key_text
 from cogworker_async.store import limits as store
+from cogworker_async.store import locks
 from cogworker_async.store.replies import loose_text
 from cogworker_async.timing import check_duration
+from cogworker_async.unique.drop import drop_all
 
 # The bookkeeping keys of one limit key: "~<part>:<key>".
 _PARTS = ("parked", "window", "pause")
@@ -109,3 +113,46 @@ async def clear_limit(redis: Redis, keys: Keys, key: str) -> bool:
     False when it had neither."""
     check_key_text(key, "limits clear")
     return await store.set_limit(redis, keys, key, None)
+
+
+async def clear_held(redis: Redis, keys: Keys, key: str) -> int:
+    """Delete every job held on limit ``key`` (they never run); how many. Each is
+    removed with what it holds settled as an operator's delete (a unique lock
+    released, a batch counting it failed, a tracked job's status JobDeleted), in
+    atomic chunks, oldest first, up to the number held when called."""
+    check_key_text(key, "limits clear-held")
+    return await drop_all(
+        redis,
+        keys.limit_parked(key),
+        kind="list",
+        kinds=holds.kinds_table(keys),
+        tracking_prefix=keys.tracking_prefix,
+    )
+
+
+HELD_WINDOW = 1000
+"""Held jobs looked at per ``drop_jobs.lua`` call when a queue is cleared."""
+
+
+async def clear_held_of_queue(
+    redis: Redis, keys: Keys, queue: str, *, window: int = HELD_WINDOW
+) -> int:
+    """Delete every held job of ``queue``, on whichever limit key it is held (each
+    key's list walked in windows; the others keep their places); how many."""
+    removed = 0
+    pattern = _glob_escape(keys.limit_parked("")) + "*"
+    held_keys = [loose_text(k) async for k in redis.scan_iter(match=pattern, count=_SCAN_COUNT)]
+    for key in sorted(set(held_keys)):
+        start = 0
+        while start >= 0:
+            got, start = await locks.drop_held(
+                redis,
+                key,
+                queue=queue,
+                start=start,
+                window=window,
+                kinds=holds.kinds_table(keys),
+                tracking_prefix=keys.tracking_prefix,
+            )
+            removed += got
+    return removed

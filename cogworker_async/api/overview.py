@@ -17,6 +17,7 @@ from redis.exceptions import ResponseError
 
 from cogworker_async import holds
 from cogworker_async.api._common import _is_wrong_type, _set_members, _warn_wrong_type
+from cogworker_async.api.limits import clear_held_of_queue
 from cogworker_async.api.running import processes
 from cogworker_async.keys import Keys
 from cogworker_async.settings import check_queue_name
@@ -219,12 +220,15 @@ async def clear_queue(redis: Redis, keys: Keys, queue: str) -> int:
     releasing the locks the jobs it removed hold (unique, periodic
     running); the count is exactly
     what was removed. A key of the wrong type is left alone.
-    The queue stays listed (and paused, if it was).
+    The queue stays listed (and paused, if it was). Its jobs held by a limit
+    are removed first (``api.limits.clear_held_of_queue``): one let in
+    meanwhile goes to the queue, removed next.
     """
     key = keys.queue(check_queue_name(queue))
+    held = await clear_held_of_queue(redis, keys, queue)
     try:
         # With the unique locks the removed jobs hold (unique/drop.py).
-        return await drop_all(
+        return held + await drop_all(
             redis,
             key,
             kind="list",
@@ -235,4 +239,4 @@ async def clear_queue(redis: Redis, keys: Keys, queue: str) -> int:
         if not _is_wrong_type(exc):
             raise
         await _warn_wrong_type(redis, key, "list", "nothing removed")
-        return 0
+        return held
