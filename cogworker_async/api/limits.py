@@ -31,13 +31,15 @@ _PARTS = ("parked", "window", "pause")
 class LimitInfo:
     """One limit key now: jobs running with its slot, jobs held on it, its
     run-time limit (``limits set``; None: the jobs' own), seconds its pause
-    (``limits.BackOff``) has left (None: not paused)."""
+    (``limits.BackOff``) has left (None: not paused), jobs admitted a second
+    (over the last full 10 s of Redis's clock)."""
 
     key: str
     running: int
     held: int
     limit: str | None
     paused: float | None
+    admitted: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -57,7 +59,8 @@ def _shown(value: str) -> str:
 
 
 async def list_limits(redis: Redis, keys: Keys) -> list[LimitInfo]:
-    """Every key with a slot taken, a job held, a pause or a run-time limit, by name."""
+    """Every key with a slot taken, a job held, a pause, a run-time limit or an
+    admission in the last full 10 s, by name."""
     names: set[str] = set()
     pattern = _glob_escape(keys.limits_prefix) + "*"
     async for found in redis.scan_iter(match=pattern, count=_SCAN_COUNT):
@@ -68,6 +71,9 @@ async def list_limits(redis: Redis, keys: Keys) -> list[LimitInfo]:
         loose_text(k): loose_text(v) for k, v in (await redis.hgetall(keys.limit_config)).items()
     }
     names |= set(config)
+    bucket = store.last_full_bucket(await redis.time())
+    admitted = store.admitted_per_second(await redis.hgetall(keys.limit_admitted(bucket)))
+    names |= set(admitted)
     ordered = sorted(names)
     async with redis.pipeline(transaction=False) as pipe:
         for name in ordered:
@@ -85,6 +91,7 @@ async def list_limits(redis: Redis, keys: Keys) -> list[LimitInfo]:
                 held if isinstance(held, int) else 0,
                 _shown(config[name]) if name in config else None,
                 pause_ms / 1000 if isinstance(pause_ms, int) and pause_ms > 0 else None,
+                admitted.get(name, 0.0),
             )
         )
     return rows

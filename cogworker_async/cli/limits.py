@@ -16,7 +16,10 @@ from cogworker_async.cli.admin import JsonFlag, Namespace, RedisUrl, Runner, con
 def _line(row: api.LimitInfo) -> str:
     limit = row.limit or "as declared"
     paused = f"\tpaused {row.paused:.0f}s more" if row.paused is not None else ""
-    return f"{row.key}\trunning {row.running}\theld {row.held}\tlimit {limit}{paused}"
+    return (
+        f"{row.key}\trunning {row.running}\theld {row.held}\tlimit {limit}"
+        f"\tadmitted {row.admitted:g}/s{paused}"
+    )
 
 
 def register(app: typer.Typer, *, run: Runner, fail: Callable[[str, int], typer.Exit]) -> None:
@@ -30,7 +33,8 @@ def register(app: typer.Typer, *, run: Runner, fail: Callable[[str, int], typer.
         namespace: Namespace = None,
     ) -> None:
         """Every limit key in use: jobs running with its slot, jobs held on it, its
-        run-time limit, the time its pause (limits.BackOff) has left."""
+        run-time limit, jobs admitted a second (the last full 10 s), the time its
+        pause (limits.BackOff) has left."""
         result = run(redis_url, namespace, api.list_limits)
         if json_out:
             typer.echo(json.dumps([row.as_dict() for row in result], indent=2))

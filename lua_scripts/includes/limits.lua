@@ -139,6 +139,20 @@ local function leaky_at(prefix, name)
   return tonumber(redis.call("GET", prefix .. "~leaky:" .. name))
 end
 
+-- count_admitted(prefix, names, now): one admission of each limit key of
+-- `names`, counted in the hash <prefix>~admitted:<10 s bucket of Redis's
+-- clock> (name -> admissions; kept 30 s): what `limits list`, the Limits page
+-- and the scrape show as admitted/s (the last full bucket / 10). redis.pcall:
+-- a key of the wrong type never fails an admission.
+local function count_admitted(prefix, names, now)
+  local bucket = prefix .. "~admitted:" .. math.floor(now / 10000)
+  for _, name in ipairs(names) do
+    if redis.pcall("HINCRBY", bucket, name, 1) == 1 then
+      redis.pcall("PEXPIRE", bucket, 30000)
+    end
+  end
+end
+
 -- check_job(job, prefix): admits or parks the raw `job`: every limit it names
 -- is checked first, then (all have room) each takes its share; else the job
 -- is parked on the first full (or paused) one. Returns true when it may run,
@@ -149,10 +163,11 @@ local function check_job(job, prefix)
   if type(limits) ~= "table" or type(jid) ~= "string" or jid == "" then
     return true
   end
-  local slots, starts, takes, now = {}, {}, {}, nil
+  local slots, starts, takes, now, names = {}, {}, {}, nil, {}
   for _, limit in ipairs(limits) do
     local kind, name, n = limit[1], limit[2], tonumber(limit[3])
     if type(name) == "string" and n and is_held_key(prefix .. name, prefix) then
+      names[#names + 1] = name
       local period_ms = math.floor((tonumber(limit[4]) or 0) * 1000)
       n, period_ms = limit_of(prefix, name, n, period_ms)
       local paused = paused_for(prefix, name)
@@ -242,6 +257,9 @@ local function check_job(job, prefix)
       redis.call("SET", prefix .. "~leaky:" .. take[2], string.format("%.3f", take[3]),
         "PX", math.ceil(take[3] - now + take[4]))
     end
+  end
+  if #names > 0 then
+    count_admitted(prefix, names, now or now_ms())
   end
   return true
 end
