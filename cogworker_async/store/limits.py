@@ -36,6 +36,11 @@ async def admit_taken(
     return Admission(int(reply))
 
 
+# s between two "limits are in use" of a writer that is not a Client (the
+# periodic ticker): as often as a Client's (client/enqueueing.py).
+MARK_EVERY = 10.0
+
+
 async def mark_limits_used(redis: Redis, keys: Keys) -> None:
     """Say limits are in use in this namespace (``Keys.limits_used``): before a
     job with limits is first written, or the fetch would take it unchecked."""
