@@ -29,7 +29,8 @@
 --   names limits is admitted only while each has room, else parked on the
 --   first full one's list instead of taken (includes/limits.lua, admit_job);
 --   only when <prefix>~used exists (keys.limits_used): a namespace without
---   limits pays one EXISTS a call, nothing a job
+--   limits pays one EXISTS a call, nothing a job; the admissions are counted
+--   per key once a call (flush_admitted: admitted/s)
 -- then, last and only when some acked job carries one, the ends block: e, the
 --   tracking prefix and e groups of 6 (includes/acked_ends.lua): the kept
 --   results and final statuses of acked jobs, written in this same step
@@ -208,5 +209,8 @@ if unique_prefix ~= nil and unique_prefix ~= "" then
       end
     end
   end
+end
+if limits_on then
+  flush_admitted(limits_prefix)
 end
 return {taken, missing, broken, sources, renewals, end_failures}
