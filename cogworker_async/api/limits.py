@@ -145,8 +145,11 @@ async def clear_held_of_queue(
     redis: Redis, keys: Keys, queue: str, *, window: int = HELD_WINDOW
 ) -> int:
     """Delete every held job of ``queue``, on whichever limit key it is held (each
-    key's list walked in windows; the others keep their places); how many."""
+    key's list walked in windows; the others keep their places); how many.
+    A namespace that never used limits has none: no SCAN there."""
     removed = 0
+    if not await redis.exists(keys.limits_used):
+        return 0
     pattern = _glob_escape(keys.limit_parked("")) + "*"
     held_keys = [loose_text(k) async for k in redis.scan_iter(match=pattern, count=_SCAN_COUNT)]
     for key in sorted(set(held_keys)):

@@ -120,11 +120,13 @@ async def remove_waiting(
         names = []
     sources = [keys.queue(name) for name in names]
     # Then the jobs held by a limit (a parked list per key: a job goes there
-    # from a queue, so a job moving on meanwhile is met further on).
+    # from a queue, so a job moving on meanwhile is met further on); looked
+    # for only in a namespace that uses limits (no SCAN otherwise).
     try:
-        sources += sorted(
-            [text(k) async for k in redis.scan_iter(match=_held_pattern(keys), count=window)]
-        )
+        if await redis.exists(keys.limits_used):
+            sources += sorted(
+                [text(k) async for k in redis.scan_iter(match=_held_pattern(keys), count=window)]
+            )
     except ResponseError as exc:
         _pass_over(keys.limit_parked("*"), exc)
     for source in sources:
