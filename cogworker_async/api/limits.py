@@ -1,6 +1,6 @@
 """Rate and concurrency limits, for a human: what each key holds now
 (``limits list``), its run-time limit (``limits set`` / ``limits clear``), and
-an operator's removal of held jobs (``limits clear-held``, ``queues clear``).
+an operator's removal of held jobs (``limits clear-held``, ``clear Q``).
 
 The keys are found by SCAN under ``<ns>:limits:`` (bounded: ``_SCAN_COUNT`` a
 call), their numbers read in one pipeline.

@@ -18,6 +18,8 @@ from redis.asyncio import Redis
 from cogworker_async import job, limits, periodic
 from cogworker_async.keys import Keys
 from cogworker_async.periodic.claims import Claimer
+from cogworker_async.periodic.ticker import publish
+from cogworker_async.periodic.view import run_now
 from cogworker_async.periodic_entry import Entry
 from cogworker_async.store import commands
 
@@ -99,3 +101,14 @@ def test_a_key_function_that_fails_on_the_entry_arguments_is_refused_at_declarat
     bad = limited_job.options(limits=[limits.concurrency(lambda account: 1 / 0, 1)])
     with pytest.raises(ValueError):
         periodic.every(60, bad, args=(1,), name="bad")
+
+
+async def test_run_now_of_a_limited_entry_says_limits_are_in_use(redis: Redis, keys: Keys) -> None:
+    entry = periodic.every(60, limited_job, args=(3,), name="nightly-3")
+    await publish(redis, keys, [entry], time.time())
+    jid = await run_now(redis, keys, "nightly-3", force=True)
+    raw = await redis.lindex(keys.queue("default"), 0)
+    assert isinstance(raw, bytes)
+    assert orjson.loads(raw)["jid"] == jid
+    assert orjson.loads(raw)["limits"] == [["concurrency", "nightly", 1]]
+    assert await redis.exists(keys.limits_used)
