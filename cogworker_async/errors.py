@@ -120,4 +120,15 @@ class StatusCorrupt(CogworkerError):
 
 
 class DependencyFailed(JobError):
-    """A flow's step before this one did not succeed: this one never ran (``if_failed="fail"``)."""
+    """A flow's step before this one did not succeed: this one never ran (``if_failed="fail"``);
+    or a job of ``after=[...]`` did not (an edge's ``if_failed="fail"``, the default)."""
+
+
+class DependencyDropped(JobError):
+    """A job of ``after=[...]`` did not succeed and the edge said ``if_failed="drop"``:
+    this one ended aborted, never run."""
+
+
+class PrerequisiteUnknown(CogworkerError, ValueError):
+    """``after=[...]`` names a job nothing in Redis tells of (no status, no kept result,
+    in no queue or set): whether it succeeded is not known, so nothing was enqueued."""

@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
-from typing import Any, TypedDict
+from typing import Any, Literal, TypedDict
 
 from cogworker_async.limits import Limit, check_limits
 from cogworker_async.settings import Settings, check_queue_name
@@ -22,6 +22,8 @@ from cogworker_async.timing import check_duration
 from cogworker_async.unique.lock import UniqueKey, UniqueMode, check_unique
 
 RetryOption = bool | int
+IfFailed = Literal["fail", "drop", "run"]
+AFTER_POLICIES: tuple[str, ...] = ("fail", "drop", "run")  # workflows' if_failed words
 BacktraceOption = bool | int
 """``backtrace``: keep the failure's traceback in the retry/dead entry (True, the
 default), keep none (False or 0), or keep at most N frames of it."""
@@ -73,10 +75,51 @@ class EnqueueOptionArgs(JobOptionArgs, total=False):
     """``.options()``'s: ``JobOptionArgs`` and when this one enqueue runs.
 
     - ``delay``: seconds from now; ``at``: a datetime or an epoch timestamp (one of them).
+    - ``after``: jids (or handles) of jobs this one runs after, once all of them
+      succeeded (``docs/guides/batches.md``); a mapping names each edge's policy.
+    - ``if_failed``: what a prerequisite's failure does to this job, for every
+      edge of an ``after`` list: ``"fail"`` (the default: it ends failed with
+      ``DependencyFailed``, never run), ``"drop"`` (it ends aborted,
+      ``DependencyDropped``) or ``"run"`` (it runs anyway).
     """
 
     delay: float | None
     at: datetime | float | None
+    after: Sequence[str] | Mapping[str, IfFailed] | None
+    if_failed: IfFailed | None
+
+
+def after_edges(
+    after: Sequence[str] | Mapping[str, str] | None, if_failed: str | None
+) -> dict[str, str] | None:
+    """``after`` as the payload carries it, prerequisite jid -> its edge's policy
+    (``if_failed``, ``"fail"`` by default, for a list; a mapping names each);
+    ValueError or TypeError naming what is wrong."""
+    if if_failed is not None and if_failed not in AFTER_POLICIES:
+        raise ValueError(f"if_failed must be one of {', '.join(AFTER_POLICIES)}, got {if_failed!r}")
+    if after is None:
+        if if_failed is not None:
+            raise ValueError("if_failed is the policy of after=[...]'s edges: give after too")
+        return None
+    if isinstance(after, str | bytes):
+        raise TypeError(
+            "after must be a list of jids (or a mapping jid -> if_failed), not a string"
+        )
+    if isinstance(after, Mapping):
+        edges = {str(jid): policy for jid, policy in after.items()}
+    else:
+        edges = dict.fromkeys((str(jid) for jid in after), if_failed or "fail")
+    for jid, policy in edges.items():
+        if not jid or '"' in jid:
+            raise ValueError(f"after: {jid!r} is not a jid")
+        if policy not in AFTER_POLICIES:
+            raise ValueError(
+                f"after: the policy of {jid!r} must be one of {', '.join(AFTER_POLICIES)}, "
+                f"got {policy!r}"
+            )
+    if not edges:
+        raise ValueError("after must name at least one job")
+    return edges
 
 
 def check_timing(delay: float | None, at: datetime | float | None) -> None:
@@ -136,11 +179,20 @@ class JobOptions:
     unique_key: UniqueKey | None = None
     backtrace: BacktraceOption | None = None
     limits: Sequence[Limit] | None = None
+    after: Sequence[str] | Mapping[str, IfFailed] | None = None
+    if_failed: IfFailed | None = None
 
     def check(self) -> JobOptions:
         """These options, each checked (the one place that checks them all):
         a ValueError or TypeError naming the option at fault."""
         check_timing(self.delay, self.at)
+        if after_edges(self.after, self.if_failed) is not None:
+            if self.delay is not None or self.at is not None:
+                raise ValueError(
+                    "after=[...] runs a job when its prerequisites end: not with delay/at"
+                )
+            if self.unique is not None:
+                raise ValueError("after=[...] with a unique job is not supported yet")
         check_backtrace(self.backtrace)
         check_unique(self.unique, self.unique_for, self.unique_key)
         check_limits(self.limits)
@@ -151,10 +203,12 @@ class JobOptions:
 
     def merged(self, given: Mapping[str, Any], where: str) -> JobOptions:
         """These options with those ``given`` (None: keep this one's), checked.
-        ``delay`` and ``at`` are never inherited: they are one enqueue's."""
+        ``delay``, ``at``, ``after`` and ``if_failed`` are never inherited: they
+        are one enqueue's."""
         known_only(given, _ENQUEUE_NAMES, where)
         chosen = {name: value for name, value in given.items() if value is not None}
-        return JobOptions(**{**_fields_of(self), "delay": None, "at": None, **chosen}).check()
+        once = {"delay": None, "at": None, "after": None, "if_failed": None}
+        return JobOptions(**{**_fields_of(self), **once, **chosen}).check()
 
 
 def _fields_of(options: JobOptions) -> dict[str, Any]:

@@ -282,6 +282,24 @@ class Keys:
         """Entry name -> its last run's outcome (JSON), for `periodic list`."""
         return f"{self.ns}:periodic:results"
 
+    @property
+    def after_prefix(self) -> str:
+        """Jobs enqueued ``.options(after=[...])``: ``<prefix><jid>`` is the set of
+        jobs waiting on job ``jid``; ``~waiting`` (hash jid -> payload) and
+        ``~left`` (hash jid -> prerequisites not ended) hold the waiting jobs."""
+        return f"{self.ns}:after:"
+
+    @property
+    def after_waiting(self) -> str:
+        return f"{self.ns}:after:~waiting"
+
+    @property
+    def after_left(self) -> str:
+        return f"{self.ns}:after:~left"
+
+    def after_edges(self, jid: str) -> str:
+        return f"{self.ns}:after:{jid}"
+
     def batch(self, bid: str) -> str:
         """A batch (a hash: state, counts, callbacks); also the key of a member's
         batch hold (``holds.BATCH``), its prefix ``batch_prefix``."""
@@ -295,6 +313,11 @@ class Keys:
         """A batch's members that have not ended: a set of jids (``b:<bid>`` for a
         child batch). Under its own prefix, so no payload can name it as a hold."""
         return f"{self.ns}:batch_pending:{bid}"
+
+    @property
+    def batch_stats(self) -> str:
+        """The namespace's batch counters (a hash of totals; Prometheus reads it)."""
+        return f"{self.ns}:stats:batches"
 
     @property
     def batches(self) -> str:

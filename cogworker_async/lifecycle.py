@@ -31,6 +31,7 @@ class Place(enum.Enum):
     REPEAT_ORPHANS = "repeat_orphans"  # <ns>:repeat_orphans: parked for a ProcessDied burial
     UNSETTLED = "unsettled"  # <ns>:unsettled: a failure a stopping process couldn't file
     HELD = "held"  # <ns>:limits:~parked:<key>: over a limit, waits for a slot (a list)
+    AFTER = "after"  # <ns>:after:~waiting: waits on other jobs (after=[...]), a hash jid -> job
     GONE = "gone"  # in no job key: it has ended (its status and result, if kept, remain)
 
 
@@ -58,6 +59,8 @@ class State(enum.Enum):
     UNSETTLED = ("unsettled", Place.UNSETTLED, None)
     # Taken over one of its limits: held on the key, in order, until a slot frees.
     HELD = ("held", Place.HELD, None)
+    # Enqueued with after=[...]: waits until its prerequisites have ended.
+    WAITING = ("waiting", Place.AFTER, "waiting")
 
     def __init__(self, label: str, place: Place, status: str | None) -> None:
         self.label = label
@@ -76,6 +79,7 @@ STATUS_STRINGS: tuple[str, ...] = (
     "scheduled",
     "working",
     "retrying",
+    "waiting",
     "complete",
     "failed",
     "dead",
@@ -125,6 +129,15 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition(None, S.QUEUED, "periodic_claim", "periodic slot claimed"),
     Transition(None, S.QUEUED, "batch_add", "batch member enqueue"),
     Transition(None, S.SCHEDULED, "batch_add", "batch member enqueue with delay/at"),
+    # after=[...]: waiting until its prerequisites end, or judged at once.
+    Transition(None, S.WAITING, "after_enqueue", "enqueue with after=[...]"),
+    Transition(None, S.QUEUED, "after_enqueue", "after=[...], all ended already"),
+    Transition(None, S.FAILED, "after_enqueue", "after=[...], one failed already"),
+    # The prerequisite's settling step releases or ends it (ack, file, abort,
+    # burial, an operator's delete or kill: the ack and the dead filing here).
+    Transition(S.WAITING, S.QUEUED, "ack", "its last prerequisite succeeded"),
+    Transition(S.WAITING, S.FAILED, "file", "a prerequisite died (if_failed=fail)"),
+    Transition(S.WAITING, S.ABORTED, "after_abort", "abort while waiting"),
     # Waiting to running, and due entries onto their queues.
     Transition(S.SCHEDULED, S.QUEUED, "graduate", "due"),
     Transition(S.RETRYING, S.QUEUED, "graduate", "due"),

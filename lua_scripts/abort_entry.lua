@@ -11,7 +11,7 @@
 -- KEYS[3] = stats:aborted
 -- ARGV[1] = JSON {jid, now (epoch s: the tombstone's score), keep (s a
 --           tombstone is kept: older ones are pruned), start, window,
---           holds (the kinds of hold a payload names: holds.py kinds_table;
+--           holds (the kinds of hold a payload names: holds/encoding.py kinds_table;
 --           each key is released only under its kind's prefix)}
 -- ARGV[2] = (sorted set only) the exact entry to remove; absent for a queue,
 --           which is searched from index `start` for `window` entries.

@@ -14,7 +14,7 @@
 -- KEYS[4] = the job's orphan counter (moot once it has ended)
 -- ARGV[1] = JSON {jid, now (epoch s: the tombstone's score), keep (s a
 --           tombstone is kept: older ones are pruned), start, window,
---           holds (holds.py kinds_table: the kinds of hold a payload names),
+--           holds (holds/encoding.py kinds_table: the kinds of hold a payload names),
 --           prefix ("<ns>:", keys.tracking_prefix; "" = tell no waiters),
 --           error_class, error_message (the aborted job's result envelope)}
 --           The window is counted from the tail (indexes -(start+1) down to

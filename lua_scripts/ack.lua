@@ -23,6 +23,7 @@
 
 local missing, count = ack_jobs(KEYS[1], ARGV[1], 6, true)
 write_acked_ends(settle_acked_holds(6 + count, missing, true))
+after_acked(ARGV[1], 6, count, missing)
 -- Only what this call removed: an ack resent after a lost reply counts once.
 count_processed(KEYS[2], KEYS[3], count - #missing, tonumber(ARGV[2]))
 count_runs(ARGV[3], ARGV[4], missing)

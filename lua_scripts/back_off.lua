@@ -8,7 +8,7 @@
 -- ARGV[3] = the key to pause (a limit's name)
 -- ARGV[4] = how long, ms (>= 1)
 -- ARGV[5] = "reliable" (the job is on KEYS[1]) or "basic" (popped)
--- ARGV[6] = the kinds of hold a payload names (holds.py kinds_table, JSON;
+-- ARGV[6] = the kinds of hold a payload names (holds/encoding.py kinds_table, JSON;
 --   includes/holds.lua): what the job holds is settled as a requeue of its
 --   own process's ("shutdown_requeue"): its slots released, a unique lock
 --   left (it still holds it), a periodic running lock kept

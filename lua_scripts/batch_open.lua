@@ -41,4 +41,7 @@ for event, callback in pairs(spec["callbacks"] or {}) do
 end
 redis.call("HSET", KEYS[1], unpack(flat))
 redis.call("ZADD", KEYS[2], spec["created_at"], spec["bid"])
+-- The namespace's batch counters (includes/batch_end.lua's batch_stat), from
+-- the index's name "<ns>:batches".
+redis.pcall("HINCRBY", string.sub(KEYS[2], 1, -#"batches" - 1) .. "stats:batches", "opened", 1)
 return 1

@@ -5,7 +5,7 @@
 -- ARGV[1] = the parked job (expected at the head), ARGV[2] = score (epoch s)
 -- ARGV[3] = its dead entry (with the ProcessDied error), ARGV[4] = per-day stat TTL
 -- ARGV[5] = (optional; "" for none) the kinds of hold a payload names
---   (holds.py kinds_table, JSON; includes/holds.lua): what the job holds (its
+--   (holds/encoding.py kinds_table, JSON; includes/holds.lua): what the job holds (its
 --   unique lock, its overlap=False entry's running lock, ...) is settled as
 --   the "burial" rule says, owner-checked, in the same step (a ProcessDied
 --   burial is terminal: released)

@@ -17,7 +17,7 @@
 --           may see one twice, never misses one); a release takes from the tail,
 --           which moves none. Returns {removed, the next window's start, or -1
 --           when the list ends}.
--- ARGV[2] = the kinds of hold a payload names (holds.py kinds_table, JSON;
+-- ARGV[2] = the kinds of hold a payload names (holds/encoding.py kinds_table, JSON;
 --   "": holds not minded): each removed job's holds are settled as the
 --   "operator_delete" rule says (includes/holds.lua); cluster: every kind's
 --   prefix starts with the namespace, so with a hash tag its keys are in the

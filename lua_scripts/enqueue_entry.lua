@@ -8,7 +8,7 @@
 -- ARGV[2] = the payload to push (the caller re-encoded it with a new
 --           `enqueued_at`, `retry_count` kept)
 -- ARGV[3] = the queue's name
--- ARGV[4] = (optional) the kinds of hold a payload names (holds.py
+-- ARGV[4] = (optional) the kinds of hold a payload names (holds/encoding.py
 --           kinds_table, JSON; includes/holds.lua): what the job holds is
 --           settled as the "operator_retry" rule says: an overlap=False
 --           entry's running lock is taken again (when free or its own), so

@@ -60,6 +60,7 @@
 
 local missing, acked = ack_jobs(KEYS[1], ARGV[3], 10, ARGV[1] == "reliable")
 local names_at = settle_acked_holds(10 + acked, missing, ARGV[1] == "reliable")
+after_acked(ARGV[3], 10, acked, missing)
 local unique_prefix = ARGV[names_at + #KEYS - 4]
 local unique_default_ms = tonumber(ARGV[names_at + #KEYS - 3])
 local limits_prefix = ARGV[names_at + #KEYS - 2]

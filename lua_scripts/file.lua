@@ -36,12 +36,15 @@
 -- requeued it while it ran here: it will run again, so it is not filed); 2
 -- when it was settled as aborted instead of retried (its tombstone).
 -- Written before removed: a script stopped halfway keeps the job somewhere.
+-- A job others wait on (after=[...]) ends for them here too, dead or failed
+-- (includes/after_end.lua; the after prefix read off KEYS[9], "<ns>:aborted").
 
 --- @include wake_poller
 --- @include history
 --- @include holds
 
 local listed = ARGV[11] ~= "0"
+local after_prefix = string.sub(KEYS[9], 1, #KEYS[9] - #"aborted") .. "after:"
 if listed and not redis.call("LPOS", KEYS[1], ARGV[1]) then
   return 0
 end
@@ -56,6 +59,9 @@ if ARGV[12] ~= "" then
     redis.pcall("DEL", KEYS[3])
     redis.pcall("INCR", KEYS[10])
     settle_holds(aborted_holds_at, nil)
+    if after_on(after_prefix) then
+      after_job_end(after_prefix, ARGV[1], "failed")
+    end
     return 2
   end
 end
@@ -73,6 +79,9 @@ if listed then
 end
 redis.pcall("DEL", KEYS[3])
 settle_holds(13, nil)
+if (ARGV[3] == "" or ARGV[4] == "1") and after_on(after_prefix) then
+  after_job_end(after_prefix, ARGV[1], ARGV[3] == "" and "failed" or "dead")
+end
 local day_ttl = tonumber(ARGV[7])
 for _, key in ipairs({KEYS[4], KEYS[5], KEYS[6], KEYS[7]}) do
   redis.pcall("INCR", key)

@@ -9,7 +9,7 @@
 -- ARGV[1] = the record expected at the head, ARGV[2] = score, ARGV[3] = payload
 -- ARGV[4] = this minute's history hash ("" = history off), ARGV[5] = the job's
 --   name, ARGV[6] = the history hash's TTL (s) (see includes/history.lua)
--- ARGV[7] = (optional) the kinds of hold a payload names (holds.py
+-- ARGV[7] = (optional) the kinds of hold a payload names (holds/encoding.py
 --   kinds_table, JSON; includes/holds.lua): what the job holds (read from
 --   ARGV[3]) is settled owner-checked in the same step as the rule of ARGV[8]
 --   says ("dead": released; "retry": kept for ARGV[9] ms, the retry's wait,

@@ -19,7 +19,7 @@
 -- ARGV[5+n .. 4+2n] = for each job, the queue it was fetched from, or "" when
 -- unknown (then the queue its payload names): a job goes back where it came
 -- from, whatever its payload says.
--- ARGV[5+2n] = (optional) the kinds of hold a payload names (holds.py
+-- ARGV[5+2n] = (optional) the kinds of hold a payload names (holds/encoding.py
 -- kinds_table, JSON; includes/holds.lua): each job's holds are settled on its
 -- way back as the "shutdown_requeue" rule says (an overlap=False entry's
 -- running lock kept, a unique lock left; see requeue_job); absent: none minded

@@ -9,7 +9,7 @@
 -- ARGV[4] = dead-set cap (entries), ARGV[5] = dead-set cutoff (epoch s): the
 --           dead set is trimmed as file.lua trims it
 -- ARGV[6] = (optional; "" for none) the kinds of hold a payload names
---           (holds.py kinds_table, JSON; includes/holds.lua): what the job
+--           (holds/encoding.py kinds_table, JSON; includes/holds.lua): what the job
 --           holds (its unique lock, its overlap=False entry's running lock,
 --           ...) is settled as the "operator_kill" rule says (released),
 --           owner-checked, each key only under its kind's prefix

@@ -36,7 +36,7 @@
 --   counter_prefix, counter_ttl, max_orphanings  (orphan counting)
 --   live_window     a queue stamped by a live process this recently is read
 --   holds           (optional) the kinds of hold a payload names
---                   (holds.py kinds_table; includes/holds.lua): a requeued
+--                   (holds/encoding.py kinds_table; includes/holds.lua): a requeued
 --                   job's holds are settled as the "recovery_requeue" rule
 --                   says (own list: "shutdown_requeue"; requeue_job), a
 --                   finished one's (d:) as "ack", one filed raw into dead as

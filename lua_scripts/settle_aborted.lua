@@ -30,4 +30,10 @@ redis.pcall("INCR", KEYS[3])
 -- Kept (or put back, if pruned) so that a second abort answers "finished".
 redis.pcall("ZADD", KEYS[4], "NX", ARGV[3], ARGV[2])
 settle_holds(5, nil)
+-- Jobs waiting on it (after=[...]) meet its end as a failure, here too (the
+-- after prefix read off KEYS[4], "<ns>:aborted").
+local after_prefix = string.sub(KEYS[4], 1, #KEYS[4] - #"aborted") .. "after:"
+if after_on(after_prefix) then
+  after_job_end(after_prefix, ARGV[1], "failed")
+end
 return 1

@@ -3,7 +3,7 @@
 --
 -- KEYS[1] = dead set
 -- ARGV[1] = the entry to replace, ARGV[2] = score, ARGV[3] = its replacement
--- ARGV[4] = (optional) the kinds of hold a payload names (holds.py
+-- ARGV[4] = (optional) the kinds of hold a payload names (holds/encoding.py
 --   kinds_table, JSON; includes/holds.lua), given when the swap completes a
 --   ProcessDied burial: what the job holds (read from ARGV[1]) is settled as
 --   the "burial" rule says (released), owner-checked, in the same step

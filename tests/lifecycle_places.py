@@ -3,7 +3,7 @@
 Reads every key a job can be in (SPEC.md §2): each queue of the queues set
 (and any named here), the schedule, retry and dead sets, every in-progress
 list (the registry's and any a SCAN finds), every limit's held jobs,
-repeat_orphans and unsettled. A
+repeat_orphans, unsettled and the jobs waiting on others (after=[...]). A
 job found twice is reported twice: the lifecycle's invariant is one place.
 """
 
@@ -79,6 +79,10 @@ async def snapshot(
             members: list[bytes] = await redis.zrange(key, 0, -1)  # type: ignore[assignment]
             for raw in members:
                 found.setdefault(jid_of(raw), []).append((place, key, raw))
+    if await redis.type(keys.after_waiting) == b"hash":
+        waiting: dict[bytes, bytes] = await redis.hgetall(keys.after_waiting)  # type: ignore[misc]
+        for raw in waiting.values():
+            found.setdefault(jid_of(raw), []).append((Place.AFTER, keys.after_waiting, raw))
     return found
 
 

@@ -24,7 +24,7 @@ from redis.asyncio import Redis
 
 from cogworker_async.api._common import _SCAN_COUNT, _glob_escape, _is_wrong_type, log
 from cogworker_async.keys import Keys
-from cogworker_async.store import guard, locks
+from cogworker_async.store import admin, guard, locks
 from cogworker_async.store.replies import loose_text as _loose_text
 from cogworker_async.store.replies import text as _text
 from cogworker_async.unique.lock import releases_key
@@ -143,7 +143,7 @@ async def delete_lock(redis: Redis, keys: Keys, key: str) -> str:
         if moved is not None:
             log.warning("%s held a %s, not a lock: moved to %s", full, found, moved)
             return f"moved {full} (a {found}, not a lock) to {moved}"
-    return f"deleted {full}" if await redis.delete(full) else ""
+    return f"deleted {full}" if await admin.delete_key(redis, full) else ""
 
 
 async def delete_orphaned(redis: Redis, keys: Keys) -> list[LockInfo]:

@@ -40,9 +40,10 @@ JID_PATTERN = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 @dataclass(frozen=True, slots=True)
 class Found:
-    """One place the job is: ``where`` is ``queue``, a set's name, ``running``, or
+    """One place the job is: ``where`` is ``queue``, a set's name, ``running``,
     ``held`` (over a limit: ``queue`` is then the limit's key, ``index`` its
-    place among the key's held jobs, 0 the newest)."""
+    place among the key's held jobs, 0 the newest) or ``after`` (waiting on
+    other jobs: its status names them)."""
 
     where: str
     entry: Entry | None = None
@@ -64,6 +65,7 @@ _PLACES: dict[str, Place] = {
     "dead": Place.DEAD,
     "running": Place.IN_PROGRESS,
     "held": Place.HELD,
+    "after": Place.AFTER,
 }
 
 
@@ -215,6 +217,8 @@ async def locate(redis: Redis, keys: Keys, jid: str) -> Lookup:
     found += [Found("running", running=job) for job in await busy(redis, keys) if job.jid == jid]
     held, whole = await _held(redis, keys, jid)
     found += held
+    if await redis.hexists(keys.after_waiting, jid):
+        found.append(Found("after"))
     if not whole:
         unsearched.append(keys.limit_parked("*"))
     result, expired = await kept_result(redis, keys, jid)

@@ -21,6 +21,7 @@ from cogworker_async.api.limits import clear_held_of_queue
 from cogworker_async.api.running import processes
 from cogworker_async.keys import Keys
 from cogworker_async.settings import check_queue_name
+from cogworker_async.store import admin
 from cogworker_async.store.replies import text as _text
 from cogworker_async.unique.drop import drop_all
 
@@ -172,7 +173,7 @@ async def pause(redis: Redis, keys: Keys, queue: str, *, force: bool = False) ->
     """
     await _check_target(redis, keys, queue, "pause", force)
     try:
-        await redis.sadd(keys.paused, queue)
+        await admin.set_paused(redis, keys, queue, paused=True)
     except ResponseError as exc:
         if not _is_wrong_type(exc):
             raise
@@ -197,7 +198,7 @@ async def resume(redis: Redis, keys: Keys, queue: str, *, force: bool = False) -
         if not paused:
             await _check_target(redis, keys, queue, "resume", force)
     try:
-        await redis.srem(keys.paused, queue)
+        await admin.set_paused(redis, keys, queue, paused=False)
     except ResponseError as exc:
         if not _is_wrong_type(exc):
             raise
@@ -206,7 +207,7 @@ async def resume(redis: Redis, keys: Keys, queue: str, *, force: bool = False) -
     # Wake idle workers blocked on the marker so the queue's backlog starts at once
     # (best effort: a broken marker only delays pickup to the idle interval).
     try:
-        await redis.zadd(keys.wakeup(queue), {"1": 0})
+        await admin.wake(redis, keys, queue)
     except ResponseError as exc:
         if not _is_wrong_type(exc):
             raise

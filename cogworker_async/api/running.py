@@ -17,6 +17,7 @@ from redis.asyncio import Redis
 from cogworker_async.api._common import _is_wrong_type, _set_members, _warn_wrong_type
 from cogworker_async.api.sets import parse_entry
 from cogworker_async.keys import Keys
+from cogworker_async.store import admin
 from cogworker_async.store.replies import loose_text as _loose_text
 
 
@@ -140,7 +141,7 @@ class BusyJob:
         return asdict(self)
 
 
-def _busy_job(identity: str, slot: str, record: bytes) -> BusyJob:
+def busy_job(identity: str, slot: str, record: bytes) -> BusyJob:
     try:
         work = orjson.loads(record)
     except orjson.JSONDecodeError as exc:
@@ -159,7 +160,7 @@ def _busy_job(identity: str, slot: str, record: bytes) -> BusyJob:
     )
 
 
-def _slot_order(job: BusyJob) -> tuple[str, int, str]:
+def slot_order(job: BusyJob) -> tuple[str, int, str]:
     return (job.identity, int(job.slot) if job.slot.isdigit() else -1, job.slot)
 
 
@@ -180,8 +181,8 @@ async def busy(redis: Redis, keys: Keys) -> list[BusyJob]:
             await _warn_wrong_type(redis, keys.workers(identity), "hash", "its work not shown")
             continue
         for slot, record in reply.items():
-            result.append(_busy_job(identity, _loose_text(slot), record))
-    result.sort(key=_slot_order)
+            result.append(busy_job(identity, _loose_text(slot), record))
+    result.sort(key=slot_order)
     return result
 
 
@@ -197,8 +198,5 @@ async def send_signal(redis: Redis, keys: Keys, identity: str, name: str) -> boo
         raise ValueError(f"unknown signal {name!r}: expected one of {', '.join(SIGNALS)}")
     if not await redis.exists(keys.process(identity)):
         return False
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.rpush(keys.signals(identity), name)
-        pipe.expire(keys.signals(identity), SIGNAL_TTL)
-        await pipe.execute()
+    await admin.push_signal(redis, keys, identity, name, SIGNAL_TTL)
     return True

@@ -39,7 +39,7 @@ DIGEST_PREFIX = "sha1:"
 """How an entry without a jid is referred to: ``sha1:`` and 16 hex digits of its bytes."""
 
 
-def _glob_contains(needle: str) -> str | None:
+def glob_contains(needle: str) -> str | None:
     """A SCAN MATCH pattern for "contains ``needle``, ignoring ASCII case", or None.
 
     Redis globs match bytes, so only an ASCII needle can be matched without
@@ -138,14 +138,14 @@ def parse_entry(raw: bytes, score: float) -> Entry:
     )
 
 
-def _matches(entry: Entry, needle: str) -> bool:
+def matches(entry: Entry, needle: str) -> bool:
     return any(
         needle in field.lower()
         for field in (entry.name or "", entry.jid or "", _loose_text(entry.raw))
     )
 
 
-async def _scan(redis: Redis, key: str, match: str | None) -> AsyncIterator[Entry]:
+async def scan_entries(redis: Redis, key: str, match: str | None) -> AsyncIterator[Entry]:
     async for raw, score in redis.zscan_iter(key, match=match, count=_SCAN_COUNT):
         yield parse_entry(raw if isinstance(raw, bytes) else raw.encode(), float(score))
 
@@ -176,7 +176,9 @@ async def list_entries(
             )
             return [parse_entry(raw, float(score)) for raw, score in rows]
         needle = search.lower()
-        found = [e async for e in _scan(redis, key, _glob_contains(search)) if _matches(e, needle)]
+        found = [
+            e async for e in scan_entries(redis, key, glob_contains(search)) if matches(e, needle)
+        ]
     except ResponseError as exc:
         if not _is_wrong_type(exc):
             raise
@@ -196,7 +198,11 @@ async def _find(redis: Redis, key: str, refs: Collection[str]) -> list[Entry]:
     # (a digest is not in the entry's text, and N filtered passes cost N passes).
     only = next(iter(wanted)) if len(wanted) == 1 else None
     match = None if only is None or only.startswith(DIGEST_PREFIX) else f"*{_glob_escape(only)}*"
-    return [e async for e in _scan(redis, key, match) if e.jid in wanted or digest(e.raw) in wanted]
+    return [
+        e
+        async for e in scan_entries(redis, key, match)
+        if e.jid in wanted or digest(e.raw) in wanted
+    ]
 
 
 async def find_entries(
@@ -217,7 +223,7 @@ async def _find_or_warn(redis: Redis, key: str, refs: Collection[str]) -> list[E
         return []
 
 
-async def _enqueue(redis: Redis, keys: Keys, source: str, entry: Entry) -> bool:
+async def enqueue_now(redis: Redis, keys: Keys, source: str, entry: Entry) -> bool:
     """Move one entry onto its queue now; False if gone, not runnable, or its queue is broken."""
     if entry.job is None or entry.problem is not None or entry.queue is None:
         log.warning("%s entry %s left in place: %s", source, entry.ref, entry.problem)
@@ -262,7 +268,7 @@ async def retry_now(redis: Redis, keys: Keys, which: SetName, jids: Iterable[str
     key = set_key(keys, which)
     moved = 0
     for entry in await _find_or_warn(redis, key, list(jids)):
-        moved += await _enqueue(redis, keys, key, entry)
+        moved += await enqueue_now(redis, keys, key, entry)
     return moved
 
 
@@ -272,8 +278,8 @@ async def retry_all(redis: Redis, keys: Keys, which: SetName) -> int:
     moved = 0
     try:
         # SCAN returns every entry present throughout, even as entries are removed.
-        async for entry in _scan(redis, key, None):
-            moved += await _enqueue(redis, keys, key, entry)
+        async for entry in scan_entries(redis, key, None):
+            moved += await enqueue_now(redis, keys, key, entry)
     except ResponseError as exc:
         if not _is_wrong_type(exc):
             raise

@@ -1,4 +1,5 @@
-"""The job commands: ``enqueue``, ``status`` and ``abort`` one job by name or jid."""
+"""The job commands: ``enqueue``, ``status`` and ``abort`` one job by name or jid, and
+``waiting``: the jobs waiting on others (``after=[...]``)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from cogworker_async.errors import StatusCorrupt
 from cogworker_async.keys import Keys
 from cogworker_async.lifecycle import STATUS_STRINGS, state_of_status
 from cogworker_async.settings import Settings
+from cogworker_async.store.after import Waiting, waiting_jobs
 from cogworker_async.timing import check_duration
 
 _ABORT_SAYS = {
@@ -35,7 +37,7 @@ _ABORT_SAYS = {
 def register(
     app: typer.Typer, *, build_settings: Callable[..., Settings], run: RedisRunner, fail: Fail
 ) -> None:
-    """Add ``enqueue``, ``status`` and ``abort`` to ``app``."""
+    """Add ``enqueue``, ``status``, ``abort`` and ``waiting`` to ``app``."""
 
     @app.command()
     def enqueue(
@@ -116,6 +118,8 @@ def register(
         for name, value in found.as_dict().items():
             if name == "progress" and found.progress is not None:
                 typer.echo(f"{name:<14} {found.progress.describe()}")
+            elif name == "waiting_on" and found.waiting_on is not None:
+                typer.echo(f"{name:<14} {', '.join(found.waiting_on) or '-'}")
             elif value is not None:
                 typer.echo(f"{name:<14} {value}")
             if name == "state" and value in STATUS_STRINGS:
@@ -149,3 +153,37 @@ def register(
             raise fail(_ABORT_SAYS[outcome].format(jid=wanted), 1)
         if not outcome.aborted:
             raise typer.Exit(1)
+
+    @app.command()
+    def waiting(
+        limit: Annotated[int, typer.Option(help="List at most this many", min=1)] = 100,
+        json_out: JsonFlag = False,
+        redis_url: RedisUrl = None,
+        namespace: Namespace = None,
+    ) -> None:
+        """The jobs waiting on others (after=[...]): jid, job, queue, what they wait on."""
+        settings = build_settings(redis_url=redis_url, namespace=namespace)
+
+        async def action(redis: Redis, keys: Keys) -> list[Waiting]:
+            return await waiting_jobs(redis, keys, limit=limit)
+
+        found = run(settings, action)
+        rows = [
+            {
+                "jid": w.jid,
+                "class": w.job.get("class"),
+                "queue": w.job.get("queue"),
+                "waiting_on": list(w.waiting_on),
+            }
+            for w in found
+        ]
+        if json_out:
+            typer.echo(json.dumps(rows, indent=2))
+            return
+        if not found:
+            typer.echo("no job waits on others")
+        for w in found:
+            on = ", ".join(w.waiting_on) or "-"
+            typer.echo(
+                f"{w.jid}  {w.job.get('class')}  queue={w.job.get('queue')}  waiting on {on}"
+            )

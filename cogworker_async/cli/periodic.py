@@ -8,9 +8,11 @@ from collections.abc import Callable
 from typing import Annotated, Any
 
 import typer
+from redis.asyncio import Redis
 
 from cogworker_async import api
 from cogworker_async.cli.admin import JsonFlag, Namespace, RedisUrl, Runner
+from cogworker_async.keys import Keys
 
 
 def _when(epoch: float | None) -> str:
@@ -65,7 +67,7 @@ def register(app: typer.Typer, *, run: Runner, fail: Callable[[str, int], typer.
         """Enqueue one run of entry NAME now (its schedule is unchanged). Refused when no
         live process reads the entry's queue, unless --force."""
 
-        async def action(redis: Any, keys: Any) -> str | None:
+        async def action(redis: Redis, keys: Keys) -> str | None:
             return await api.run_periodic_now(redis, keys, name, force=force)
 
         try:
@@ -85,7 +87,7 @@ def register(app: typer.Typer, *, run: Runner, fail: Callable[[str, int], typer.
         """Pause entry NAME: every worker skips its slots (they are not run later) until
         `periodic resume NAME`."""
 
-        async def action(redis: Any, keys: Any) -> bool | None:
+        async def action(redis: Redis, keys: Keys) -> bool | None:
             return await api.pause_periodic(redis, keys, name)
 
         done = run(redis_url, namespace, action)
@@ -101,7 +103,7 @@ def register(app: typer.Typer, *, run: Runner, fail: Callable[[str, int], typer.
     ) -> None:
         """Resume entry NAME: its next slots run (those skipped while paused do not)."""
 
-        async def action(redis: Any, keys: Any) -> bool | None:
+        async def action(redis: Redis, keys: Keys) -> bool | None:
             return await api.resume_periodic(redis, keys, name)
 
         done = run(redis_url, namespace, action)

@@ -22,17 +22,16 @@ from __future__ import annotations
 
 import enum
 import logging
-import math
 import time
 from typing import Any
 
 import orjson
 from redis.asyncio import Redis
 
-from cogworker_async.client import results
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
-from cogworker_async.store import aborts
+from cogworker_async.store import aborts, after, results
+from cogworker_async.store.status_writes import write_status
 
 _log = logging.getLogger("cogworker_async.client")
 
@@ -63,6 +62,12 @@ async def abort_job(
     redis: Redis, keys: Keys, settings: Settings, jid: str, *, window: int = aborts.WINDOW
 ) -> AbortOutcome:
     """Abort job ``jid`` (see the module's docstring); returns what was done."""
+    # Waiting on others (after=[...]): taken off in one step, before any
+    # prerequisite's end can push it onto a queue.
+    waiting = await after.abort_waiting(redis, keys, jid, keep=aborts.TOMBSTONE_KEEP)
+    if waiting is not None:
+        await _record_removed(redis, keys, settings, jid, waiting)
+        return AbortOutcome.REMOVED
     for _look in range(LOOKS):
         removed = await aborts.remove_waiting(redis, keys, jid, window=window)
         if removed is not None:
@@ -101,19 +106,14 @@ async def _record_removed(
     try:
         status_key = keys.status(jid)
         if job.get("status") or await redis.exists(status_key):
-            pipe = redis.pipeline(transaction=False)
-            pipe.hset(
-                status_key,
-                mapping={
-                    "state": "aborted",
-                    "class": str(job.get("class")),
-                    "queue": str(job.get("queue")),
-                    "finished_at": now,
-                    "updated_at": now,
-                },
-            )
-            pipe.expire(status_key, max(1, math.ceil(settings.status_ttl)))
-            await pipe.execute()
+            fields = {
+                "state": "aborted",
+                "class": str(job.get("class")),
+                "queue": str(job.get("queue")),
+                "finished_at": now,
+                "updated_at": now,
+            }
+            await write_status(redis, keys, jid, fields, settings.status_ttl)
         keep = job.get("keep_result")
         if isinstance(keep, int | float) and not isinstance(keep, bool) and keep > 0:
             envelope = results.encode_failure(results.ABORTED, ABORTED_BEFORE_RUN)

@@ -75,6 +75,8 @@ class Batch:
         job, _ = await self.client._build(target, args, kwargs, now)
         if job is None:
             raise ValueError(f"batch {event} callback: client middleware dropped it")
+        if "after" in job:
+            raise ValueError(f"batch {event} callback: after=[...] is not for a callback")
         job["batch_callback"] = {"bid": self.bid, "event": event}
         return Callback(str(job["queue"]), payload.encode_job(job))
 
@@ -138,6 +140,8 @@ class Batch:
             return None
         if "unique" in job:
             raise ValueError("a unique job can't be a batch member (not supported yet)")
+        if "after" in job:
+            raise ValueError("a job with after=[...] can't be a batch member (not supported yet)")
         job["batch"] = self.bid
         return job, due
 

@@ -19,9 +19,8 @@ from cogworker_async.keys import Keys
 from cogworker_async.limits import payload_fields
 from cogworker_async.middleware import ClientMiddleware
 from cogworker_async.settings import Settings
-from cogworker_async.store import locks
-from cogworker_async.store.connection import is_cluster
-from cogworker_async.store.scripts import EncodableArg, script
+from cogworker_async.store import enqueues, locks
+from cogworker_async.store.scripts import EncodableArg
 from cogworker_async.unique.lock import check_lock_key, unique_field
 
 # enqueue_many sends this many jobs per pipeline: its memory is one chunk's,
@@ -205,49 +204,20 @@ class ManyBatch:
     ) -> None:
         """One pipeline for one chunk (unique jobs in order, so of two items under
         one key the second is skipped)."""
-        client = self.client
-        keys = client.keys
-        enqueue = script("enqueue")
-        schedule = script("schedule")
-        # A cluster pipeline refuses SCRIPT LOAD: it goes ahead, to every primary.
-        locked = script("enqueue_unique")
-        cluster = is_cluster(client.redis)
-        if cluster:
-            needed = [enqueue, *([schedule] if scheduled else []), *([locked] if unique else [])]
-            for loaded in needed:
-                await client.redis.script_load(loaded.text)
-        async with client.redis.pipeline(transaction=False) as pipe:
-            # SCRIPT LOAD first makes the EVALSHAs behind it safe even right
-            # after a SCRIPT FLUSH or a restart: no NOSCRIPT to recover from.
-            if not cluster:
-                pipe.script_load(enqueue.text)
-            for queue, encoded in by_queue.items():
-                queue_keys = [keys.queue(queue), keys.queues, keys.wakeup(queue)]
-                # Chunks keep each script call's argument list reasonable.
-                for start in range(0, len(encoded), SCRIPT_ARGS):
-                    chunk = encoded[start : start + SCRIPT_ARGS]
-                    pipe.evalsha(enqueue.sha, len(queue_keys), *queue_keys, queue, *chunk)
-            if scheduled:
-                schedule_keys = [keys.schedule, keys.schedule_wakeup]
-                if not cluster:
-                    pipe.script_load(schedule.text)
-                for start in range(0, len(scheduled), 2 * SCRIPT_ARGS):
-                    pairs = scheduled[start : start + 2 * SCRIPT_ARGS]
-                    pipe.evalsha(schedule.sha, 2, *schedule_keys, *pairs)
-            calls: list[list[tuple[int, locks.UniqueJob]]] = []
-            if unique:
-                if not cluster:
-                    pipe.script_load(locked.text)
-                for queue, items in unique.items():
-                    for start in range(0, len(items), SCRIPT_ARGS):
-                        call = items[start : start + SCRIPT_ARGS]
-                        lock_keys, lock_args = locks.enqueue_unique_args(
-                            keys, queue, [one for _, one in call]
-                        )
-                        pipe.evalsha(locked.sha, len(lock_keys), *lock_keys, *lock_args)
-                        calls.append(call)
-            replies = await pipe.execute()
-        for call, reply in zip(calls, replies[len(replies) - len(calls) :], strict=True):
+        calls = [
+            (queue, items[start : start + SCRIPT_ARGS])
+            for queue, items in unique.items()
+            for start in range(0, len(items), SCRIPT_ARGS)
+        ]
+        replies = await enqueues.send_many(
+            self.client.redis,
+            self.client.keys,
+            by_queue,
+            scheduled,
+            [(queue, [one for _, one in call]) for queue, call in calls],
+            per_call=SCRIPT_ARGS,
+        )
+        for (_, call), reply in zip(calls, replies, strict=True):
             jobs = [one for _, one in call]
             for (position, one), done in zip(
                 call, locks.unique_enqueue_replies(jobs, reply), strict=True

@@ -21,6 +21,7 @@ from cogworker_async.client.asking import AskingAboutJobs
 from cogworker_async.client.by_name import EnqueuedByName, named
 from cogworker_async.client.enqueue_many import EnqueuedMany, ManyBatch
 from cogworker_async.client.handle import JobHandle
+from cogworker_async.job_options import after_edges
 from cogworker_async.jobs import (
     BoundJob,
     JobArgs,
@@ -32,9 +33,8 @@ from cogworker_async.jobs import (
 from cogworker_async.limits import payload_fields
 from cogworker_async.middleware import run_client_chain
 from cogworker_async.settings import check_queue_name
-from cogworker_async.store import locks
+from cogworker_async.store import after, enqueues, locks
 from cogworker_async.store.limits import mark_limits_used
-from cogworker_async.store.scripts import script
 from cogworker_async.timing import check_duration
 from cogworker_async.unique.lock import check_lock_key, unique_field
 
@@ -132,6 +132,11 @@ class Enqueueing(AskingAboutJobs):
         if options.limits:
             job.update(payload_fields(options.limits, args, kwargs))
             await self._mark_limits()
+        edges = after_edges(options.after, options.if_failed)
+        if edges is not None:
+            if str(job["jid"]) in edges:
+                raise ValueError("after: a job can't wait on itself")
+            job["after"] = edges
         if self.middleware:
             # Middleware sees only JSON-safe arguments (checked one by one, so
             # the error names the one at fault).
@@ -211,9 +216,15 @@ class Enqueueing(AskingAboutJobs):
             if not done.enqueued:
                 # Not enqueued: the caller is told who holds the lock instead.
                 return {**job, _HOLDER: done.holder}
+        elif "after" in job:
+            # Judged, then pushed, waiting or ended, in one step; it writes the
+            # status too (a waiting job's says on what).
+            ttl = self._status_writer().ttl if job.get("status") else None
+            await after.enqueue_after(self.redis, self.keys, job, status_ttl=ttl)
+            return job
         elif due is not None:
             # One call: the ZADD, and the poller's wake-up if it is due first.
-            await script("schedule").run(self.redis, self._schedule_keys, [due, encoded])
+            await enqueues.schedule(self.redis, self.keys, [due, encoded])
         else:
             await self._pushes.push(job["queue"], encoded)
         if job.get("status"):
@@ -292,6 +303,8 @@ class Enqueueing(AskingAboutJobs):
         now = time.time()
         name, options = _resolve(target)
         check_queue_name(options.queue)
+        if options.after is not None:
+            raise ValueError("after=[...] is for enqueue, one job at a time (not enqueue_many)")
         batch = ManyBatch(self, target, name=name, options=options, due=_due(options, now), now=now)
         try:
             if isinstance(items, AsyncIterable):

@@ -40,7 +40,6 @@ class ClientConnection:
         self.redis = redis if redis is not None else connect(self.settings)
         self.middleware = list(middleware)
         self._pushes = Pushes(self.redis, self.keys)
-        self._schedule_keys = [self.keys.schedule, self.keys.schedule_wakeup]
         # Enqueue by name only: what the live processes say, and what was said.
         self._live = LiveCheck(
             self.redis, self.keys, heartbeat_interval=self.settings.heartbeat_interval

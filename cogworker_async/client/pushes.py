@@ -8,7 +8,7 @@ import asyncio
 from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
-from cogworker_async.store.scripts import script
+from cogworker_async.store import enqueues
 
 # Payloads per script call: a bounded argument list however many were pushed.
 PUSH_CHUNK = 1000
@@ -47,13 +47,11 @@ class Pushes:
         await self._flush(batch)
 
     async def _flush(self, batch: dict[str, list[tuple[bytes, asyncio.Future[None]]]]) -> None:
-        enqueue = script("enqueue")
         for queue, items in batch.items():
-            keys = [self.keys.queue(queue), self.keys.queues, self.keys.wakeup(queue)]
             for start in range(0, len(items), PUSH_CHUNK):
                 chunk = items[start : start + PUSH_CHUNK]
                 try:
-                    await enqueue.run(self.redis, keys, [queue, *(job for job, _ in chunk)])
+                    await enqueues.push(self.redis, self.keys, queue, [job for job, _ in chunk])
                 except Exception as exc:  # noqa: BLE001 - handed to each waiting caller
                     for _, future in chunk:
                         if not future.done():

@@ -34,11 +34,12 @@ from typing import TYPE_CHECKING, Any
 
 from cogworker_async.errors import ResultError, ResultExpired, ResultNotKept, ResultTimeout
 
+# What a look says of a job its status calls finished with nothing of a result kept.
+from cogworker_async.store.status import FINISHED
+
 if TYPE_CHECKING:
     from cogworker_async.client.by_name import LiveCheck
 
-# What a look says of a job its status calls finished with nothing of a result kept.
-FINISHED = frozenset({"complete", "failed", "dead"})
 TELL_AGAIN_AFTER = 60.0  # s: a queue no one reads is said once a minute, not once a wait
 RECHECK_TIMEOUT = 2.0  # s at most spent asking the live processes once a wait timed out
 

@@ -1,4 +1,4 @@
-"""Kept results: how they are written, and how a Client waits for them.
+"""Kept results: how a Client waits for them (``store/results.py`` writes them).
 
 A result (``<ns>:result:<jid>``, a one-element list with a TTL of
 ``keep_result``) is the JSON envelope ``{"ok": true, "value": ...}`` or, for a
@@ -11,8 +11,10 @@ waiter that finds only the marker raises ``ResultExpired`` rather than waiting
 out its timeout, and a short ``keep_result`` leaves no day-long key per job.
 
 Whoever writes an envelope publishes the jid's channel
-(``<ns>:result_ready:<jid>``) in the same step. All of one Client's waiters
-share one connection (``ResultWaiters``): one subscription per awaited jid,
+(``<ns>:result_ready:<jid>``) in the same step (the ack's step publishes
+only the channels with a subscriber, asked once per call:
+``includes/acked_ends.lua``). All of one Client's waiters share one
+connection (``ResultWaiters``): one subscription per awaited jid,
 and a look (``LINDEX`` + ``EXISTS`` + ``HGET`` of the status's state) once the
 subscription is confirmed and whenever the channel speaks, the looks of one
 loop turn in one pipeline. So 10,000 waiters cost one connection, and
@@ -23,16 +25,13 @@ key`` (``wait_blocking``).
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
 import orjson
 from redis.asyncio import Redis
-from redis.asyncio.cluster import ClusterPipeline
 from redis.exceptions import ResponseError
 
-from cogworker_async import payload
 from cogworker_async.client.result_checks import finished_unkept, unkept_error
 from cogworker_async.errors import (
     JobAborted,
@@ -42,58 +41,35 @@ from cogworker_async.errors import (
     ResultTimeout,
 )
 from cogworker_async.keys import Keys
-from cogworker_async.timing import MAX_DURATION
 
-RESULT_GONE_FOR = 24 * 3600  # s at most the "it finished" marker outlives the result
+# The writing side lives in the store (the worker writes results too, and may not
+# import the client); imported here, where callers have always found it.
+from cogworker_async.store.results import (
+    ABORTED,
+    RESULT_GONE_FOR,
+    encode_failure,
+    encode_success,
+    publish_ready,
+    queue_result,
+    result_ttls,
+    store_result,
+)
 
-ABORTED = "JobAborted"  # the error_class of an aborted job's result envelope
+__all__ = [
+    "ABORTED",
+    "RESULT_GONE_FOR",
+    "encode_failure",
+    "encode_success",
+    "open_envelope",
+    "publish_ready",
+    "queue_result",
+    "result_ttls",
+    "store_result",
+    "wait_blocking",
+    "wrong_type",
+]
+
 _NOTHING = object()  # a look found no result yet
-
-
-def encode_success(value: Any, where: str = "the result") -> bytes:
-    """The envelope of a returned value; ``TypeError``/``ValueError`` (naming where in
-    it) if it is not strict JSON, the argument rule."""
-    payload.check_json(value, where)
-    return orjson.dumps({"ok": True, "value": value})
-
-
-def encode_failure(error_class: str, error_message: str) -> bytes:
-    return orjson.dumps({"ok": False, "error_class": error_class, "error_message": error_message})
-
-
-def result_ttls(keep: float) -> tuple[int, int]:
-    """Seconds the result and its "gone" marker live: the marker outlives the result
-    by as long again, at most ``RESULT_GONE_FOR`` (both within ``MAX_DURATION``)."""
-    seconds = max(1, math.ceil(min(keep, MAX_DURATION)))
-    return seconds, seconds + min(seconds, RESULT_GONE_FOR)
-
-
-def queue_result(pipe: Any, keys: Keys, jid: str, envelope: bytes, keep: float) -> None:
-    """Add the writes of one envelope to a ``MULTI`` pipeline: the result, its marker,
-    and the word to its waiters (``PUBLISH``, in the same step)."""
-    seconds, marker = result_ttls(keep)
-    key = keys.result(jid)
-    pipe.delete(key)
-    pipe.rpush(key, envelope)
-    pipe.expire(key, seconds)
-    pipe.set(keys.result_gone(jid), b"1", ex=marker)
-    publish_ready(pipe, keys, jid)
-
-
-def publish_ready(pipe: Any, keys: Keys, jid: str) -> None:
-    """Add the word to the jid's waiters (``PUBLISH`` of its channel) to a pipeline.
-
-    Not on a Redis Cluster: redis-py's cluster pipelines refuse ``PUBLISH``, and
-    a cluster's waiters block on the result key itself (``wait_blocking``)."""
-    if not isinstance(pipe, ClusterPipeline):
-        pipe.publish(keys.result_ready(jid), b"1")
-
-
-async def store_result(redis: Redis, keys: Keys, jid: str, envelope: bytes, ttl: float) -> None:
-    """Keep one envelope for ``ttl`` s (one round trip, one ``MULTI``)."""
-    pipe = redis.pipeline(transaction=True)  # a waiter never sees half of it
-    queue_result(pipe, keys, jid, envelope, ttl)
-    await pipe.execute()
 
 
 def open_envelope(key: str, jid: str, envelope: bytes) -> Any:

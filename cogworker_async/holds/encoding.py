@@ -63,7 +63,8 @@ def kinds_table(keys: Keys) -> bytes:
 
 def kinds_spec(keys: Keys) -> list[dict[str, Any]]:
     """Per kind that a payload names: its prefix, default TTL (ms), where the
-    payload names it, and its rule per event (``kinds_table`` before JSON)."""
+    payload names it, and its rule per event (``kinds_table`` before JSON);
+    last, the after prefix (``{"after": ..., "rules": {}}``)."""
     table = []
     for kind in _KINDS.values():
         spec = kind.payload
@@ -84,4 +85,9 @@ def kinds_spec(keys: Keys) -> list[dict[str, Any]]:
                 "outcomes": {e.value: o for e, o in (kind.outcomes or {}).items()} or False,
             }
         )
+    # Not a hold (no rules: nothing in the table's loop acts on it) but where
+    # a payload-reading step finds the jobs waiting on the one it settles
+    # (``.options(after=[...])``, ``includes/after_end.lua``): a plain job's
+    # end there is a prerequisite's end, looked for only while jobs wait.
+    table.append({"after": keys.after_prefix, "prefix": keys.after_prefix, "rules": {}})
     return table

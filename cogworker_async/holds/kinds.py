@@ -7,7 +7,7 @@ import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
-from typing import Any
+from typing import Any, NamedTuple
 
 from cogworker_async.keys import Keys
 
@@ -102,12 +102,13 @@ class HoldKind:
         return self.rules[event]
 
 
-@dataclass(frozen=True, slots=True)
-class Hold:
+class Hold(NamedTuple):
     """A claim one job holds: ``key`` (under its kind's prefix) whose value is ``owner``.
 
     ``ttl``: how long (s) it is kept past a wait when a rule keeps it (None:
-    the kind's default)."""
+    the kind's default). A NamedTuple, not a frozen dataclass: one is made
+    per unique job's ack, and a frozen dataclass's ``__init__`` (a
+    ``object.__setattr__`` per field) cost several times a tuple's."""
 
     kind: str
     key: str

@@ -23,6 +23,11 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from cogworker_async.keys import Keys
+from cogworker_async.observability.batch_counters import (
+    BatchCounts,
+    batch_families,
+    parse_counts,
+)
 from cogworker_async.observability.history import MinuteCounts, minute_of, parse_minute
 from cogworker_async.observability.limit_gauges import LimitCounts, limit_families, read_limits
 from cogworker_async.settings import Settings
@@ -100,6 +105,8 @@ class Snapshot:
     last_minute: MinuteCounts = field(default_factory=lambda: MinuteCounts(0, 0, {}))
     # The limits in use (observability/limit_gauges.py).
     limits: LimitCounts = field(default_factory=LimitCounts)
+    # Batch counters and jobs waiting on others (observability/batch_counters.py).
+    batches: BatchCounts = field(default_factory=BatchCounts)
 
 
 def read_snapshot(client: redis.Redis, keys: Keys) -> Snapshot:
@@ -119,13 +126,16 @@ def read_snapshot(client: redis.Redis, keys: Keys) -> Snapshot:
         for name in RECOVERY_COUNTERS:
             pipe.get(keys.stat(name))
         pipe.hgetall(keys.history(minute_of(time.time()) - 1))
+        pipe.hgetall(keys.batch_stats)
+        pipe.hlen(keys.after_waiting)
         first = pipe.execute(raise_on_error=False)
     _raise_outage(first)
     names, paused, identities = (_members(reply) for reply in first[:3])
-    *counters, last_minute = first[7:]
+    *counters, last_minute, batch_stats, after_waiting = first[7:]
     snapshot = Snapshot(
         counters=dict(zip(RECOVERY_COUNTERS, map(_count, counters), strict=True)),
         last_minute=parse_minute(last_minute if isinstance(last_minute, dict) else {}),
+        batches=parse_counts(batch_stats, after_waiting),
     )
     sizes = ("scheduled_size", "retry_size", "dead_size", "parked_size")
     for name, reply in zip(sizes, first[3:7], strict=True):
@@ -211,6 +221,7 @@ class RedisCollector(Collector):
             yield counter
         yield from _last_minute(snapshot.last_minute if snapshot else None)
         yield from limit_families(snapshot.limits if snapshot else None)
+        yield from batch_families(snapshot.batches if snapshot else None)
 
 
 LAST_MINUTE = {

@@ -36,7 +36,8 @@ import orjson
 from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
-from cogworker_async.store.scripts import script
+from cogworker_async.store.locks import release_each
+from cogworker_async.store.periodic import record_result, retake_running_lock
 
 # The payload fields (SPEC §2).
 PJID = "periodic_pjid"
@@ -90,8 +91,8 @@ class PeriodicRuns:
             return ""
         jid = str(job.get("jid", ""))
         try:
-            held = await script("periodic_running").run(
-                self._redis, [lock], [jid, max(1, int(active_ttl(job) * 1000))]
+            held = await retake_running_lock(
+                self._redis, lock, jid, max(1, int(active_ttl(job) * 1000))
             )
         except Exception as exc:  # noqa: BLE001 - the lock is best effort beside the run
             self._log.warning("jid=%s: could not re-take its running lock %s: %s", jid, lock, exc)
@@ -128,7 +129,7 @@ class PeriodicRuns:
         if error is not None:
             record["error"] = error
         try:
-            await self._redis.hset(self._keys.periodic("results"), name, orjson.dumps(record))
+            await record_result(self._redis, self._keys, name, orjson.dumps(record))
         except Exception as exc:  # noqa: BLE001 - a result record never fails a job
             self._log.debug("periodic entry %s: could not record its result: %s", name, exc)
 
@@ -150,5 +151,4 @@ async def release_running_locks(redis: Redis, keys: Keys, raws: Iterable[bytes])
             held.append((lock, str(job.get("jid", ""))))
     if not held:
         return 0
-    replies = await script("release_lock").run_many(redis, [([lock], [jid]) for lock, jid in held])
-    return sum(int(r) for r in replies)
+    return await release_each(redis, held)

@@ -47,7 +47,7 @@ from cogworker_async.periodic.timing import (
     on_time_window,
     typical_interval,
 )
-from cogworker_async.store.periodic import paused_entries
+from cogworker_async.store.periodic import paused_entries, publish_entries
 
 # The longest sleep between ticks (a process started with no entry due for
 # weeks still looks now and then, and a clock step is noticed).
@@ -71,7 +71,7 @@ async def publish(redis: Redis, keys: Keys, entries: Sequence[Entry], now: float
     """Record each entry's definition in ``<ns>:periodic:entries`` (for ``periodic list``),
     with when this process started ticking it (``published_at``, Redis's clock)."""
     if entries:
-        mapping: dict[str | bytes, bytes | str | float] = {
+        mapping: dict[str, bytes] = {
             e.name: orjson.dumps(
                 {
                     **e.definition(),
@@ -84,7 +84,7 @@ async def publish(redis: Redis, keys: Keys, entries: Sequence[Entry], now: float
             )
             for e in entries
         }
-        await redis.hset(keys.periodic_entries, mapping=mapping)  # type: ignore[arg-type]
+        await publish_entries(redis, keys, mapping)
 
 
 class _Slices:

@@ -23,11 +23,11 @@ from cogworker_async.periodic.readers import unread_queues
 from cogworker_async.periodic.ticker import redis_now
 from cogworker_async.periodic.timing import next_slot
 from cogworker_async.settings import check_queue_name
+from cogworker_async.store import enqueues, locks
 from cogworker_async.store.faults import is_wrong_type
 from cogworker_async.store.limits import mark_limits_used
 from cogworker_async.store.periodic import paused_entries, set_entry_paused
 from cogworker_async.store.replies import text
-from cogworker_async.store.scripts import script
 
 log = logging.getLogger("cogworker_async.periodic")
 
@@ -270,12 +270,8 @@ async def run_now(redis: Redis, keys: Keys, name: str, *, force: bool = False) -
     )
     if not entry.overlap:
         ttl = max(1, int(entry.queued_ttl * 1000))
-        await redis.set(keys.periodic_running(entry.name), jid, nx=True, px=ttl)
+        await locks.take_lease(redis, keys.periodic_running(entry.name), jid, ttl)
     if LIMITS in entry.options:  # as the ticker does: the fetch checks it
         await mark_limits_used(redis, keys)
-    await script("enqueue").run(
-        redis,
-        [keys.queue(entry.queue), keys.queues, keys.wakeup(entry.queue)],
-        [entry.queue, payload.encode_job(job)],
-    )
+    await enqueues.push(redis, keys, entry.queue, [payload.encode_job(job)])
     return jid

@@ -36,7 +36,7 @@ TOMBSTONE_KEEP = 3600.0  # s a tombstone is kept (pruned by the next abort after
 WINDOW = 1000  # queue entries (or ZSCAN hint) looked at per call
 
 # The result envelope's error of a job a script settles as aborted (its waiters
-# read it as ``JobAborted``; client/results.py's ABORTED), and its messages.
+# read it as ``JobAborted``; store/results.py's ABORTED), and its messages.
 ERROR_CLASS = JobAborted.__name__
 BEFORE_RUN = "aborted before it ran"
 WHILE_RUNNING = "aborted while it ran"

@@ -1,4 +1,5 @@
-"""Typed wrappers for the scripts behind operators' actions (the CLI, the web UI)."""
+"""Typed wrappers for the scripts behind operators' actions (the CLI, the web UI),
+and the plain writes of the others (``api/`` decides, these write)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,38 @@ from redis.asyncio import Redis
 from cogworker_async import holds
 from cogworker_async.keys import Keys
 from cogworker_async.store.scripts import EncodableArg, script
+
+
+async def set_paused(redis: Redis, keys: Keys, queue: str, *, paused: bool) -> None:
+    """Add ``queue`` to the paused set, or take it out (raises what Redis says)."""
+    if paused:
+        await redis.sadd(keys.paused, queue)
+    else:
+        await redis.srem(keys.paused, queue)
+
+
+async def wake(redis: Redis, keys: Keys, queue: str) -> None:
+    """Set the queue's wakeup marker: idle workers blocked on it look at once."""
+    await redis.zadd(keys.wakeup(queue), {"1": 0})
+
+
+async def push_signal(redis: Redis, keys: Keys, identity: str, name: str, ttl: int) -> None:
+    """Append ``name`` to process ``identity``'s signals, kept ``ttl`` s (one ``MULTI``)."""
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.rpush(keys.signals(identity), name)
+        pipe.expire(keys.signals(identity), ttl)
+        await pipe.execute()
+
+
+async def delete_key(redis: Redis, key: str) -> bool:
+    """Delete one key an operator named; True when it was there."""
+    return bool(await redis.delete(key))
+
+
+async def remove_queued(redis: Redis, key: str, raw: bytes) -> bool:
+    """Remove one copy of the entry ``raw`` from the list ``key`` (``LREM``); True when
+    it was there."""
+    return bool(await redis.lrem(key, 1, raw))  # type: ignore[arg-type]  # bytes are fine
 
 
 async def enqueue_entry(

@@ -1,4 +1,5 @@
-"""The key guard's Redis side: what a counter may hold, and the quarantine move.
+"""The key guard's Redis side: what a counter may hold, and the quarantine moves
+(of a key, and of one unusable record in a list).
 
 ``quarantine`` wraps ``quarantine.lua``: the script checks the key's type
 again and moves it aside only if it is still wrong, so a key fixed between the
@@ -34,6 +35,20 @@ def holds_integer(value: bytes) -> bool:
     if len(value) > 20 or _INTEGER.fullmatch(value) is None:
         return False
     return _INT64_MIN <= int(value) <= _INT64_MAX
+
+
+async def quarantine_record(redis: Redis, keys: Keys, *, source: str, raw: bytes) -> str:
+    """Move one unusable record out of the list ``source`` to the list
+    ``<ns>:quarantine:<source>:records`` (kept ``QUARANTINE_TTL``), in one ``MULTI``:
+    appended there and removed here at once, never lost nor kept twice. Returns
+    where it went."""
+    target = keys.quarantine(f"{source}:records")
+    async with redis.pipeline(transaction=True) as pipe:
+        pipe.rpush(target, raw)
+        pipe.expire(target, QUARANTINE_TTL)
+        pipe.lrem(source, 1, raw)  # type: ignore[arg-type]  # bytes are fine
+        await pipe.execute()
+    return target
 
 
 async def quarantine(

@@ -1,6 +1,7 @@
 """The wrappers of the lock scripts: a unique job's lock taken with its push,
 owner-checked releases, an operator's drop of jobs with their locks, the
-delete of an orphaned lock."""
+delete of an orphaned lock; and the plain lock calls beside them (a lease, the
+releases a stopping worker hands over)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,29 @@ log = logging.getLogger("cogworker_async.unique")
 
 async def release_lock(redis: Redis, key: str, token: str) -> bool:
     return bool(await script("release_lock").run(redis, [key], [token]))
+
+
+async def release_each(redis: Redis, held: Sequence[tuple[str, str]]) -> int:
+    """Release each lock (key, jid), owner-checked (``release_lock.lua``, one pipeline);
+    how many were released."""
+    replies = await script("release_lock").run_many(redis, [([key], [jid]) for key, jid in held])
+    return sum(int(r) for r in replies)
+
+
+async def take_lease(redis: Redis, key: str, token: str, ms: int) -> bool:
+    """``SET key token NX PX ms``: True when taken (no one held it), else False."""
+    return bool(await redis.set(key, token, nx=True, px=ms))
+
+
+async def hand_over_releases(redis: Redis, key: str, records: Sequence[bytes]) -> None:
+    """Append releases for the next worker to make (``RPUSH``; ``take_handed_release``)."""
+    await redis.rpush(key, *records)
+
+
+async def take_handed_release(redis: Redis, key: str) -> bytes | None:
+    """The oldest handed-over release, popped (``LPOP``: the caller's now), or None."""
+    raw: bytes | None = await redis.lpop(key)  # type: ignore[assignment]
+    return raw
 
 
 async def release_locks(

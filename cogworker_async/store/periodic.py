@@ -3,7 +3,7 @@ claim and push, many in one pipeline) and ``periodic_set_aside_last.lua``."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -147,3 +147,19 @@ async def set_entry_paused(redis: Redis, keys: Keys, name: str, *, paused: bool)
     if paused:
         return bool(await redis.sadd(keys.periodic_paused, name))
     return bool(await redis.srem(keys.periodic_paused, name))
+
+
+async def publish_entries(redis: Redis, keys: Keys, definitions: Mapping[str, bytes]) -> None:
+    """Write the entries' definitions (name -> JSON) into ``<ns>:periodic:entries``."""
+    await redis.hset(keys.periodic_entries, mapping=definitions)  # type: ignore[arg-type]
+
+
+async def retake_running_lock(redis: Redis, lock: str, jid: str, ttl_ms: int) -> bool:
+    """A run starts: re-take its entry's running lock for ``ttl_ms`` (``periodic_running.lua``);
+    False when another jid holds it."""
+    return bool(await script("periodic_running").run(redis, [lock], [jid, ttl_ms]))
+
+
+async def record_result(redis: Redis, keys: Keys, name: str, record: bytes) -> None:
+    """Keep a run's outcome (JSON) as entry ``name``'s last result."""
+    await redis.hset(keys.periodic("results"), name, record)

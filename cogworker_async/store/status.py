@@ -1,7 +1,7 @@
 """A job's status hash, read (``Client.status``, the CLI's ``status``, the web UI's
 job page): ``JobStatus`` and the ``Progress`` its handler reported.
 
-The writers are ``client/tracking.py`` (``StatusWriter``) and the worker's
+The writers are ``store/status_writes.py`` (``StatusWriter``) and the worker's
 ``worker/tracking.py`` and ``worker/progress.py``; this module only reads,
 so every layer above the store may.
 """
@@ -16,6 +16,7 @@ from redis.exceptions import ResponseError
 
 from cogworker_async.errors import StatusCorrupt
 from cogworker_async.keys import Keys
+from cogworker_async.store.after import Waiting, waiting_job
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +51,11 @@ NO_PROGRESS = {"progress": "", "progress_message": "", "progress_at": ""}
 """A new try's first write clears its last try's progress (a HSET, like every
 status write: an empty ``progress`` reads as none)."""
 
+# The finished states a status write says with no result beside it: their write
+# tells the jid's waiters (``status_writes``), and a look that reads one with no
+# result kept knows none will come (``client/result_checks.py``).
+FINISHED = frozenset({"complete", "failed", "dead"})
+
 
 @dataclass(frozen=True, slots=True)
 class JobStatus:
@@ -68,6 +74,8 @@ class JobStatus:
     error_class: str | None = None
     error_message: str | None = None
     progress: Progress | None = None  # the last progress its handler reported, if any
+    # Waiting (after=[...]): the prerequisites it still waits on (None: not waiting).
+    waiting_on: tuple[str, ...] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """Every field by name (what `cogworker-async status --json` prints); ``progress``
@@ -115,6 +123,12 @@ async def read_status(redis: Redis, keys: Keys, jid: str) -> JobStatus | None:
             raise StatusCorrupt(f"{key} is not a status hash (left as found): {exc}") from None
         raise
     state = fields.get(b"state")
+    if state is None or state == b"waiting":
+        # A job waiting on others (after=[...]) is told even untracked: its
+        # payload and its edges say what it waits on.
+        waiting = await waiting_job(redis, keys, jid)
+        if waiting is not None:
+            return _waiting_status(waiting, key, fields)
     if state is None:
         return None
     count = _float(key, fields, "retry_count")
@@ -134,6 +148,20 @@ async def read_status(redis: Redis, keys: Keys, jid: str) -> JobStatus | None:
         error_class=_text(fields.get(b"error_class")),
         error_message=_text(fields.get(b"error_message")),
         progress=_progress(key, fields),
+    )
+
+
+def _waiting_status(waiting: Waiting, key: str, fields: dict[bytes, bytes]) -> JobStatus:
+    job = waiting.job
+    enqueued_at = job.get("enqueued_at")
+    return JobStatus(
+        jid=waiting.jid,
+        state="waiting",
+        job_class=str(job.get("class")),
+        queue=str(job.get("queue")),
+        enqueued_at=float(enqueued_at) if isinstance(enqueued_at, int | float) else None,
+        updated_at=_float(key, fields, "updated_at"),
+        waiting_on=waiting.waiting_on,
     )
 
 

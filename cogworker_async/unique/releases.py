@@ -123,7 +123,7 @@ class DeferredReleases:
             self.released += 1
         key = releases_key(self._keys)
         for _ in range(DRAIN_BATCH):
-            raw = await self._redis.lpop(key)
+            raw = await locks.take_handed_release(self._redis, key)
             if raw is None:
                 break
             handed = _parse(raw)
@@ -155,7 +155,7 @@ class DeferredReleases:
             return
         records = [orjson.dumps({"key": r.key, "jid": r.jid}) for r in self.pending]
         try:
-            await self._redis.rpush(releases_key(self._keys), *records)
+            await locks.hand_over_releases(self._redis, releases_key(self._keys), records)
         except Exception as exc:  # noqa: BLE001 - nothing else left to try: say so
             self._log.error(
                 "could not hand over %d unique-lock releases (%s): they expire with their TTL",

@@ -17,7 +17,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from cogworker_async import api
-from cogworker_async.api.sets import _enqueue, _matches, _scan
+from cogworker_async.api.sets import enqueue_now, matches, scan_entries
 from cogworker_async.settings import check_queue_name
 from cogworker_async.store import admin
 from cogworker_async.store.faults import is_wrong_type
@@ -142,7 +142,7 @@ async def _matching(redis: Redis, ui: UI, which: api.SetName, needle: str) -> li
     """Every entry matching ``needle`` (an action on "all matching" walks the whole set)."""
     key = api.set_key(ui.keys, which)
     lowered = needle.lower()
-    return [e async for e in _scan(redis, key, None) if _matches(e, lowered)]
+    return [e async for e in scan_entries(redis, key, None) if matches(e, lowered)]
 
 
 async def set_action(request: Request) -> Response:
@@ -189,13 +189,13 @@ async def _act(
             return f"moved {await api.retry_all(redis, ui.keys, which)} onto their queues"
         entries = await _matching(redis, ui, which, needle) if needle else []
         if not needle and action == "kill":
-            entries = [e async for e in _scan(redis, source, None)]
+            entries = [e async for e in scan_entries(redis, source, None)]
     else:
         entries = await reads.find_entries(redis, ui.keys, which, refs)
     if action == "retry":
         done = 0
         for e in entries:
-            done += await _enqueue(redis, ui.keys, source, e)
+            done += await enqueue_now(redis, ui.keys, source, e)
         note = f"moved {done} onto their queues"
     elif action == "delete":
         done = await api.delete(redis, ui.keys, which, [e.ref for e in entries])

@@ -17,10 +17,11 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from cogworker_async import api
-from cogworker_async.api.running import _busy_job, _slot_order
-from cogworker_async.api.sets import _glob_contains, _matches
+from cogworker_async.api.running import busy_job, slot_order
+from cogworker_async.api.sets import glob_contains, matches
 from cogworker_async.keys import Keys
-from cogworker_async.store.commands import _day_name
+from cogworker_async.store import admin
+from cogworker_async.store.commands import day_name
 from cogworker_async.store.faults import is_wrong_type
 from cogworker_async.store.replies import loose_text, text
 from cogworker_async.store.replies import raw as as_bytes
@@ -77,7 +78,7 @@ async def search_set(
     on (0 when the set is done).
     """
     key = api.set_key(keys, which)
-    match = _glob_contains(needle)
+    match = glob_contains(needle)
     lowered = needle.lower()
     found: list[api.Entry] = []
     examined = 0
@@ -89,7 +90,7 @@ async def search_set(
             examined += SCAN_COUNT
             for raw, score in rows:
                 entry = api.parse_entry(as_bytes(raw), float(score))  # type: ignore[arg-type]
-                if _matches(entry, lowered):
+                if matches(entry, lowered):
                     found.append(entry)
             if cursor == 0:
                 break
@@ -178,7 +179,7 @@ async def delete_queued(redis: Redis, keys: Keys, queue: str, ref: str, near: in
     window: list[bytes] = await redis.lrange(key, start, near + 2 * PAGE_SIZE)  # type: ignore[assignment]
     for raw in window:
         if short_ref(api.parse_entry(raw, 0.0)) == ref:
-            return bool(await redis.lrem(key, 1, raw))  # type: ignore[arg-type]
+            return await admin.remove_queued(redis, key, raw)
     return False
 
 
@@ -221,7 +222,7 @@ def _count(value: object) -> int:
 async def history(redis: Redis, keys: Keys, *, days: int = HISTORY_DAYS) -> History:
     """Processed and failed per UTC day, oldest first (the per-day counters)."""
     today = int(time.time() // 86_400)
-    names = [_day_name(day) for day in range(today - days + 1, today + 1)]
+    names = [day_name(day) for day in range(today - days + 1, today + 1)]
     async with redis.pipeline(transaction=False) as pipe:
         for name in names:
             pipe.get(keys.stats_processed_on(name))
@@ -255,8 +256,8 @@ async def busy_jobs(redis: Redis, keys: Keys, procs: list[api.ProcessInfo]) -> l
                 raise reply
             continue  # a wrong-typed workers hash: the key guard will move it aside
         for slot, record in reply.items():
-            jobs.append(_busy_job(identity, loose_text(slot), record))
-    jobs.sort(key=_slot_order)
+            jobs.append(busy_job(identity, loose_text(slot), record))
+    jobs.sort(key=slot_order)
     return jobs
 
 

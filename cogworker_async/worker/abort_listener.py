@@ -18,6 +18,7 @@ import random
 import time
 
 import anyio
+from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
@@ -40,7 +41,7 @@ class AbortWatcher:
 
     def __init__(
         self,
-        redis: object,
+        redis: Redis,
         keys: Keys,
         settings: Settings,
         processors: Processors,
@@ -89,7 +90,7 @@ class AbortWatcher:
         ]
         if not jids:
             return
-        for jid in await aborts.tombstoned(self._redis, self._keys, jids):  # type: ignore[arg-type]
+        for jid in await aborts.tombstoned(self._redis, self._keys, jids):
             self._processors.abort(jid)
 
     def _prune(self) -> None:

@@ -17,7 +17,8 @@ import logging
 import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+
+from redis.asyncio import Redis
 
 from cogworker_async.jobs import JobRegistry
 from cogworker_async.keys import Keys
@@ -49,7 +50,7 @@ class Parts:
     source are here too: what a duty needs is all in this one value.
     """
 
-    redis: Any
+    redis: Redis
     keys: Keys
     settings: Settings
     logger: logging.Logger
@@ -67,8 +68,8 @@ class Parts:
 
 
 def build_parts(
-    redis: Any,
-    blocking: Any,
+    redis: Redis,
+    blocking: Redis,
     settings: Settings,
     keys: Keys,
     *,

@@ -19,6 +19,7 @@ from cogworker_async.settings import Settings
 from cogworker_async.store import aborts, commands
 from cogworker_async.store.commands import FileOutcome, Filing
 from cogworker_async.store.faults import FailureLog, is_outage
+from cogworker_async.store.stats import add_stat
 from cogworker_async.unique.lock import Release
 from cogworker_async.unique.releases import DeferredReleases
 
@@ -123,7 +124,7 @@ class FilingCalls:
         if not count:
             return
         try:
-            await self._redis.incrby(self._keys.stat("duplicates_suspected"), count)
+            await add_stat(self._redis, self._keys, "duplicates_suspected", count)
         except Exception:
             self._unflushed_duplicates += count
             raise

@@ -23,9 +23,9 @@ import orjson
 from cogworker_async._version import __version__
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
+from cogworker_async.store import presence
 from cogworker_async.store.connection import connect_sync
 from cogworker_async.store.faults import FailureLog
-from cogworker_async.store.scripts import script
 
 # What the presence info reports as "version": the package's one version.
 VERSION = __version__
@@ -127,18 +127,7 @@ class Heartbeat:
             "workers": workers,
             "reliable": self._reliable(),
         }
-        keys = [
-            self._keys.process(self.identity),
-            self._keys.last_beat,
-            self._keys.in_progress_identities,
-            self._keys.live_queues,
-            self._keys.workers(self.identity),
-            self._keys.processes,
-            self._keys.signals(self.identity),
-            self._keys.beating_since,
-            self._keys.beats,
-        ]
-        reply = script("heartbeat").run_sync(self._redis, keys, [orjson.dumps(beat)])
+        reply = presence.beat(self._redis, self._keys, self.identity, orjson.dumps(beat))
         stamp = float(reply[0])
         self.last_stamp = stamp
         self._on_beat(sent)
@@ -201,17 +190,7 @@ class Heartbeat:
         One script (``deregister.lua``), so a job landing on the list meanwhile
         keeps the list findable by orphan recovery. True if it left them all.
         """
-        keys = [
-            self._keys.process(self.identity),
-            self._keys.workers(self.identity),
-            self._keys.processes,
-            self._keys.in_progress(self.identity),
-            self._keys.last_beat,
-            self._keys.beating_since,
-            self._keys.in_progress_identities,
-            self._keys.beats,
-        ]
-        return bool(script("deregister").run_sync(self._redis, keys, [self.identity]))
+        return presence.deregister(self._redis, self._keys, self.identity)
 
     def close(self) -> None:
         self._redis.close()

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Awaitable
 from typing import Any
 
 from cogworker_async import holds
@@ -56,7 +57,7 @@ class JobLocks:
             fetcher.renewals = self._fetch_renewals
         self._log = logging.getLogger("cogworker_async.unique")
 
-    async def started(self, job: dict[str, Any], raw: bytes = b"") -> None:
+    def started(self, job: dict[str, Any], raw: bytes = b"") -> Awaitable[Any] | None:
         """A periodic run re-takes its running lock (settled with its ack or
         filing, as its other holds). A unique ``until_executing`` job releases
         its lock now (awaited: the lock is gone before the handler runs);
@@ -65,22 +66,35 @@ class JobLocks:
         another way), from now (awaited, coalesced): a wait or run longer than
         the TTL it was enqueued with lets no second copy in. It releases it in
         the step that settles it: its ack or, failed for good, its filing.
-        Owner-checked; a failed release is deferred."""
+        Owner-checked; a failed release is deferred.
+
+        Returns what the processor must await first, or None: the common case
+        (a lock the fetch renewed) awaits no coroutine."""
+        pending: Awaitable[Any] | None = None
         if "unique" in job and self._releases is not None:
-            at_start = release_of(job, terminal=False, prefix=self._prefix)
-            if at_start is not None:
-                await self._releases.release(at_start)
-            else:
-                held = release_of(job, terminal=True, prefix=self._prefix)
-                if held is not None:
-                    unique_for = unique_for_of(job)
-                    renewals = self._fetch_renewals
-                    if renewals is None or not renewals.fresh(raw, unique_for):
-                        await self._releases.renewals.renew(held, unique_for)
-                else:
-                    self._foreign(job)
+            pending = self._unique_started(job, raw, self._releases)
         if PJID in job and self._periodic is not None:
-            await self._periodic.started(job)
+            periodic = self._periodic.started(job)
+            pending = periodic if pending is None else _in_turn(pending, periodic)
+        return pending
+
+    def _unique_started(
+        self, job: dict[str, Any], raw: bytes, releases: DeferredReleases
+    ) -> Awaitable[None] | None:
+        field = job["unique"]
+        # As release_of reads the mode: only "until_executing" gives it back now.
+        executing = isinstance(field, dict) and field.get("mode") == "until_executing"
+        lock = release_of(job, terminal=not executing, prefix=self._prefix)
+        if lock is None:
+            self._foreign(job)
+            return None
+        if executing:
+            return releases.release(lock)
+        unique_for = unique_for_of(job)
+        renewals = self._fetch_renewals
+        if renewals is None or not renewals.fresh(raw, unique_for):
+            return releases.renewals.renew(lock, unique_for)
+        return None
 
     def _foreign(self, job: dict[str, Any]) -> None:
         key = foreign_lock(job, self._prefix)
@@ -94,15 +108,17 @@ class JobLocks:
                 self._prefix,
             )
 
-    async def succeeded(
+    def succeeded(
         self, raw: bytes, job: dict[str, Any], started: float, end: End | None = None
-    ) -> None:
+    ) -> Awaitable[None] | None:
         """Ack a success with what it holds (a unique lock, a periodic run's running
         lock) settled in the ack's own step; a periodic run's result is recorded.
         In basic fetch an ack removes nothing and is not sent at shutdown: the
-        releases go out on their own, coalesced."""
+        releases go out on their own, coalesced. Returns what the processor
+        must await, or None (a unique job's ack awaits nothing)."""
         run = (job["class"], started, time.time()) if self._history else None
         held = holds.read(job, self._keys)
+        pending: Awaitable[None] | None = None
         if self._fetcher.reliable or self._releases is None:
             self._fetcher.ack(raw, job["jid"], run, held, end)
         else:
@@ -111,9 +127,11 @@ class JobLocks:
                 self._releases.release_soon(Release(hold.key, hold.owner))
             counted = [hold for hold in held if holds.kind_of(hold).outcomes is not None]
             if counted:
-                await self._count_ends(job, counted)
+                pending = self._count_ends(job, counted)
         if self._periodic is not None and PJID in job:
-            await self._periodic.record(job, "ok")
+            record = self._periodic.record(job, "ok")
+            pending = record if pending is None else _in_turn(pending, record)
+        return pending
 
     async def _count_ends(self, job: dict[str, Any], counted: list[holds.Hold]) -> None:
         # Basic fetch: the ack settles no hold, so a batch member's success is
@@ -141,3 +159,9 @@ class JobLocks:
         else:
             outcome = "failed, will retry"
         await self._periodic.record(job, outcome, error)
+
+
+async def _in_turn(first: Awaitable[Any], then: Awaitable[Any]) -> None:
+    """Await ``first``, then ``then`` (a job that holds two kinds of lock)."""
+    await first
+    await then

@@ -53,6 +53,10 @@ TYPED: dict[str, ExpectedType] = {
     "batch": "hash",
     "batch_pending": "set",
     "batches": "zset",
+    "batch_stats": "hash",  # under stats: (integers), an exact name
+    "after_waiting": "hash",
+    "after_left": "hash",
+    "after_edges": "set",
     "result": "list",
     "result_gone": "string",
     "aborted": "zset",
@@ -88,6 +92,7 @@ NOT_GUARDED: dict[str, str] = {
     "history_prefix": "a prefix (history)",
     "periodic_running_prefix": "a prefix (periodic_running)",
     "batch_prefix": "a prefix (batch)",
+    "after_prefix": "a prefix (after_edges, after_waiting, after_left)",
     "periodic_claim": "a slot claim, a string under periodic's prefix (guarded as `periodic`); "
     "periodic_claim.lua checks its type before any write",
     "periodic_claim_before_21": "the old-format slot claim, as periodic_claim",
@@ -120,6 +125,7 @@ _PREFIXED = (
     "status",
     "batch",
     "batch_pending",
+    "after_edges",
     "result",
     "result_gone",
     "given_back",

@@ -268,7 +268,9 @@ class Processors(AbortedJobs):
         end: End | None = None  # a tracked job's result and final status, for its ack
         try:
             if locked:
-                await self._locks.started(job, raw)
+                pending = self._locks.started(job, raw)
+                if pending is not None:  # the common case awaits no coroutine
+                    await pending
             function = self._registry.get(job["class"])
             set_current(job)
             if self._debug:
@@ -330,7 +332,9 @@ class Processors(AbortedJobs):
                 await self._file_aborted(slot, running)
                 return
             if locked:
-                await self._locks.succeeded(raw, job, started, end)
+                pending = self._locks.succeeded(raw, job, started, end)
+                if pending is not None:
+                    await pending
             elif self._history:
                 self._fetcher.ack(raw, job["jid"], (job["class"], started, time.time()), end=end)
             else:

@@ -25,14 +25,14 @@ from cogworker_async.context import PROGRESS_WRITES_PER_S, register_progress, un
 from cogworker_async.store.status import progress_fields
 
 # s: the longest an end waits for a progress write in flight (a status write's
-# own bound, client/tracking.STATUS_WRITE_TIMEOUT).
+# own bound, store/status_writes.STATUS_WRITE_TIMEOUT).
 LANDED_WAIT = 5.0
 
 PROGRESS_INTERVAL = 1.0 / PROGRESS_WRITES_PER_S
 
 
 class StatusWrites(Protocol):
-    """What progress needs of ``client.tracking.StatusWriter``: a background write."""
+    """What progress needs of ``store.status_writes.StatusWriter``: a background write."""
 
     def write(
         self, jid: str, fields: dict[str, Any], *, after: asyncio.Task[None] | None = None
@@ -112,6 +112,12 @@ class ProgressWriter:
         task = self._status.write(jid, fields, after=job.after)
         if task is not None:
             job.after = task
+
+    def in_flight(self, jid: str) -> bool:
+        """Is a progress write of the job's still in flight (``landed`` waits for it)?
+        Asked first, so a job that reported none awaits no coroutine."""
+        job = self._jobs.get(jid)
+        return job is not None and job.after is not None and not job.after.done()
 
     async def landed(self, jid: str) -> None:
         """Wait (bounded) for the job's progress write still in flight, if any: an

@@ -36,6 +36,7 @@ from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
 from cogworker_async.store import locks, orphans
 from cogworker_async.store.faults import is_outage, is_wrong_type
+from cogworker_async.store.stats import add_stat
 from cogworker_async.worker.keyguard import guard_recovery_keys
 from cogworker_async.worker.unsettled import file_unsettled
 
@@ -79,7 +80,7 @@ class Recovery:
         # The lease is the fleet's interval: kept until it expires, so every
         # other process's attempt in this interval is one SET that fails.
         lease_ms = max(int(self._settings.orphan_check_interval * 1000), 1)
-        if not await self._redis.set(self._keys.recovery_lock, token, nx=True, px=lease_ms):
+        if not await locks.take_lease(self._redis, self._keys.recovery_lock, token, lease_ms):
             return 0
         done = False
         try:
@@ -194,7 +195,7 @@ class Recovery:
 
     async def _count(self, name: str, n: int) -> None:
         try:
-            await self._redis.incrby(self._keys.stat(name), n)
+            await add_stat(self._redis, self._keys, name, n)
         except Exception as exc:  # noqa: BLE001 - a stat is best effort, never a failure
             self._log.debug("stat %s not counted: %s", name, exc)
 

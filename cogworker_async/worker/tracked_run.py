@@ -67,7 +67,8 @@ class TrackedRun(InvokeStep):
         if running.aborted:
             return None  # filed as aborted by process(), its result not kept
         if self._fetcher.reliable:
-            await tracker.progress.landed(str(job["jid"]))
+            if tracker.progress.in_flight(job["jid"]):  # none reported: no await
+                await tracker.progress.landed(job["jid"])
             return tracker.success_end(slot, job, function, box[0])
         await tracker.succeeded(slot, job, function, box[0])
         return None

@@ -1,4 +1,5 @@
-"""The worker's side of status and results (``cogworker_async/tracking.py`` has the rest).
+"""The worker's side of status and results (the writes are ``store/status_writes.py``
+and ``store/results.py``).
 
 Only a job that asks (its payload's ``status`` / ``keep_result``, its
 registered job's options, or the settings) comes here: the processor's plain
@@ -22,16 +23,18 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
-from cogworker_async.client import results, tracking
 from cogworker_async.errors import ResultNotJSON
 from cogworker_async.jobs import JobFunction
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
-from cogworker_async.store.commands import End, Filing, Start, status_json
+from cogworker_async.store import results
+from cogworker_async.store.commands import End, Filing, Start, status_json, strings_json
 from cogworker_async.store.faults import FailureLog
 from cogworker_async.store.status import NO_PROGRESS
+from cogworker_async.store.status_writes import STATUS_WRITE_TIMEOUT, StatusWriter
 from cogworker_async.worker.progress import ProgressWriter
 from cogworker_async.worker.settlement import next_retry_count
 
@@ -43,20 +46,19 @@ class Tracker:
 
     def __init__(
         self,
-        redis: Any,
+        redis: Redis,
         keys: Keys,
         settings: Settings,
         logger: logging.Logger,
         on_wrong_key: Callable[[str], None] | None = None,
     ) -> None:
-        self._redis = redis
         self._keys = keys
         self._all_status = settings.status_tracking
         self._all_keep = settings.keep_result
         # Read by the processor on every job: True when every job is tracked.
         self.all = bool(settings.status_tracking or settings.keep_result)
         self._message_max = settings.error_message_max
-        self.status = tracking.StatusWriter(
+        self.status = StatusWriter(
             redis, keys, settings.status_ttl, logger, on_wrong_key=on_wrong_key
         )
         # current_job().progress() of the running jobs that track status.
@@ -90,13 +92,16 @@ class Tracker:
     def started(self, slot: int, job: dict[str, Any], function: Function, started: float) -> None:
         if not self.wants_status(job, function):
             return
+        # As strings, as redis-py would send them (one float formatted, not two;
+        # the end's status_json then dumps them as they are).
+        at = str(started)
         fields = {
             "state": "working",
             "class": job["class"],
             "queue": job["queue"],
-            "started_at": started,
-            "updated_at": started,
-            "retry_count": job.get("retry_count", 0),
+            "started_at": at,
+            "updated_at": at,
+            "retry_count": str(job.get("retry_count", 0)),
         }
         if "retry_count" in job:  # a retry: its last try's progress is not this one's
             fields.update(NO_PROGRESS)
@@ -126,39 +131,40 @@ class Tracker:
         when it keeps neither); raises ``ResultNotJSON`` (the job's failure). The
         job's ``working`` write rode a fetch (``Start``): written only if it lands
         before this end, so no wait."""
+        jid = str(job["jid"])
         # The progress still waiting goes with the final status (first: an
         # unstorable result below is this job's end too).
-        _, progress = self.progress.finish(str(job["jid"]), self._working.pop(slot, None))
-        envelope = self._success_envelope(job, function, value)
-        keep = self.keep_for(job, function) if envelope else None
+        _, progress = self.progress.finish(jid, self._working.pop(slot, None))
+        keep = self.keep_for(job, function)
+        envelope = b"" if keep is None else self._encode(job, value)
         status = b""
         if self.wants_status(job, function):
-            now = time.time()
-            final: dict[str, Any] = {"state": "complete", "finished_at": now, "updated_at": now}
-            waiting = None if self.take_start is None else self.take_start(str(job["jid"]))
+            now = str(time.time())  # as status_json would send it, formatted once
+            waiting = None if self.take_start is None else self.take_start(jid)
             if waiting is not None:
-                final = {**waiting.fields, **final}
-            if progress is not None:
+                final = {**waiting.fields, "state": "complete", "finished_at": now}
+            else:
+                final = {"state": "complete", "finished_at": now}
+            final["updated_at"] = now
+            if progress is None:
+                status = strings_json(final)  # all strings (see ``started``)
+            else:
                 final.update(progress)
-            status = status_json(final)
+                status = status_json(final)
         if keep is None and not status:
             return None
         result_ttl, gone_ttl = (0, 0) if keep is None else results.result_ttls(keep)
-        return End(
-            str(job["jid"]),
-            status,
-            self.status.ttl,
-            envelope or b"",
-            result_ttl,
-            gone_ttl,
-        )
+        return End(jid, status, self.status.ttl, envelope, result_ttl, gone_ttl)
 
     def _success_envelope(
         self, job: dict[str, Any], function: Function, value: Any
     ) -> bytes | None:
-        keep = self.keep_for(job, function)
-        if keep is None:
+        if self.keep_for(job, function) is None:
             return None
+        return self._encode(job, value)
+
+    @staticmethod
+    def _encode(job: dict[str, Any], value: Any) -> bytes:
         try:
             return results.encode_success(value)
         except (TypeError, ValueError) as exc:
@@ -247,15 +253,11 @@ class Tracker:
             return
         sent = time.monotonic()
         try:
-            async with asyncio.timeout(tracking.STATUS_WRITE_TIMEOUT):
+            async with asyncio.timeout(STATUS_WRITE_TIMEOUT):
                 if after is not None and not after.done():
                     # Its "working" lands first (bounded by its own timeout).
                     await asyncio.wait([after])
-                pipe = self._redis.pipeline(transaction=True)  # a waiter never sees half
-                if fields is not None:
-                    self.status.queue(pipe, jid, fields)
-                results.queue_result(pipe, self._keys, jid, envelope, keep)
-                await pipe.execute()
+                await self.status.write_with_result(jid, fields, envelope, keep)
         except Exception as exc:  # noqa: BLE001 - the job ran; its result is what is lost
             self._failures.failed(exc)
         else:

@@ -20,8 +20,7 @@ from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
 from cogworker_async.store import commands
-
-QUARANTINE_TTL = 7 * 24 * 3600
+from cogworker_async.store.guard import quarantine_record
 
 
 def _valid(record: Any) -> bool:
@@ -97,10 +96,5 @@ def _name(entry: str) -> str:
 
 
 async def _quarantine(redis: Redis, keys: Keys, raw: bytes, logger: logging.Logger) -> None:
-    target = keys.quarantine(f"{keys.unsettled}:records")
-    async with redis.pipeline(transaction=True) as pipe:
-        pipe.rpush(target, raw)
-        pipe.expire(target, QUARANTINE_TTL)
-        pipe.lrem(keys.unsettled, 1, raw)  # type: ignore[arg-type]  # bytes are fine
-        await pipe.execute()
+    target = await quarantine_record(redis, keys, source=keys.unsettled, raw=raw)
     logger.error("unusable %s record moved to %s: %.200r", keys.unsettled, target, raw)

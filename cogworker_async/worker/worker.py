@@ -20,10 +20,10 @@ import random
 import socket
 from collections.abc import Callable, Iterable, Sequence
 from types import TracebackType
-from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
+from redis.asyncio import Redis
 
 from cogworker_async import limits
 from cogworker_async.context import reset_worker_services, set_worker_services
@@ -190,7 +190,7 @@ class Worker(WorkerStop):
             reset_worker_services(lent)
         announce()  # stopped before it ran (an error instead goes to the caller as itself)
 
-    async def _serve(self, redis: Any, blocking: Any, announce: Callable[[], None]) -> None:
+    async def _serve(self, redis: Redis, blocking: Redis, announce: Callable[[], None]) -> None:
         settings = self.settings
         try:
             parts = await self._start_up(redis, blocking, announce)
@@ -258,7 +258,7 @@ class Worker(WorkerStop):
         return self._lifespan is not None
 
     async def _start_up(
-        self, redis: Any, blocking: Any, announce: Callable[[], None]
+        self, redis: Redis, blocking: Redis, announce: Callable[[], None]
     ) -> Parts | None:
         """Resolve the fetch mode, build the parts, beat once: the parts, or None when
         ``stop()`` came first.

@@ -8,10 +8,10 @@ A mixin of ``Worker`` (its state is set by ``Worker.__init__``).
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
+from redis.asyncio import Redis
 
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
@@ -102,7 +102,7 @@ class WorkerStop(PartsView):
         await self._force.wait()
         group.cancel_scope.cancel()
 
-    async def _finish(self, redis: Any) -> None:
+    async def _finish(self, redis: Redis) -> None:
         parts = self.parts
         if parts is None:
             return  # never built: nothing of this process is on Redis

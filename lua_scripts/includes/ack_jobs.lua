@@ -239,3 +239,28 @@ local function settle_acked_holds(at, missing, listed)
   end
   return settle_holds(at, gone)
 end
+
+-- after_acked(counter_prefix, first, count, missing): the acked jobs that are
+-- prerequisites of waiting jobs (after=[...]) succeeded, in the ack's own
+-- step (includes/after_end.lua). Only while some job waits (one EXISTS a call,
+-- nothing a job, otherwise); an ack whose job was missing is not a success
+-- here (recovery requeued it: its next run's ack is). The after prefix is the
+-- namespace's, read off the orphan-counter prefix ("<ns>:orphanings:").
+local function after_acked(counter_prefix, first, count, missing)
+  if count == 0 then
+    return
+  end
+  local prefix = string.sub(counter_prefix, 1, #counter_prefix - #"orphanings:") .. "after:"
+  if not after_on(prefix) then
+    return
+  end
+  local gone = {}
+  for _, position in ipairs(missing) do
+    gone[position] = true
+  end
+  for i = 0, count - 1 do
+    if not gone[i + 1] then
+      after_job_end(prefix, ARGV[first + i], "succeeded")
+    end
+  end
+end

@@ -10,9 +10,10 @@
 --   (jid, status, status_ttl, envelope, result_ttl, gone_ttl)
 --   then s, the number of "working" writes, and s groups of 4:
 --   (jid, fields, started_at, status_ttl): see write_started
---   status: the fields to HSET as a JSON object of strings ("" for none),
+--   status: the fields to HSET as a flat JSON array of strings, name then
+--     value (commands.status_json; "" for none),
 --     kept status_ttl s; envelope: the result envelope ("" for none), kept
---     result_ttl s, its "gone" marker gone_ttl s (client/results.py names).
+--     result_ttl s, its "gone" marker gone_ttl s (store/results.py names).
 -- Keys are named from the prefix as keys.py names them (<ns>:status:<jid>,
 -- <ns>:result:<jid>, <ns>:result_gone:<jid>, channel <ns>:result_ready:<jid>);
 -- with a hash-tagged namespace they are in the tag's slot, like KEYS.
@@ -24,35 +25,54 @@
 
 local acked_ends_final = {complete = true, failed = true, dead = true, aborted = true}
 
+-- The list holds one element: a jid's result key rarely exists before its end
+-- (one end per jid), so it is pushed without a DEL first and trimmed only when
+-- it held one already (a rerun's); a key of another type is replaced, as a
+-- DEL then RPUSH did (a command less per result: inside a script the cost is
+-- per command).
 local function write_result(prefix, jid, envelope, result_ttl, gone_ttl)
   local result_key = prefix .. "result:" .. jid
-  redis.call("DEL", result_key)
-  redis.call("RPUSH", result_key, envelope)
+  local length = redis.pcall("RPUSH", result_key, envelope)
+  if type(length) == "table" then
+    redis.call("DEL", result_key)
+    redis.call("RPUSH", result_key, envelope)
+  elseif length > 1 then
+    redis.call("LTRIM", result_key, -1, -1)
+  end
   redis.call("EXPIRE", result_key, tonumber(result_ttl))
   redis.call("SET", prefix .. "result_gone:" .. jid, "1", "EX", tonumber(gone_ttl))
 end
 
+-- status_fields(json): the flat array of names and values the worker sends,
+-- as decoded (no loop per field: HSET takes it as it is); its "state".
+local function status_fields(json)
+  local flat = cjson.decode(json)
+  local state = nil
+  for i = 1, #flat - 1, 2 do
+    if flat[i] == "state" then
+      state = flat[i + 1]
+    end
+  end
+  return flat, state
+end
+
 -- write_status: returns true when the state written is an end (complete, ...).
 local function write_status(prefix, jid, status, status_ttl)
-  local fields = cjson.decode(status)
-  local flat = {}
-  for name, value in pairs(fields) do
-    flat[#flat + 1] = name
-    flat[#flat + 1] = tostring(value)
-  end
+  local flat, state = status_fields(status)
   if #flat > 0 then
     local status_key = prefix .. "status:" .. jid
     redis.call("HSET", status_key, unpack(flat))
     redis.call("EXPIRE", status_key, tonumber(status_ttl))
   end
-  return acked_ends_final[fields["state"]] ~= nil
+  return acked_ends_final[state] ~= nil
 end
 
 -- write_acked_end: one job's end; appends to `failed` the key and error of a
--- write that failed. The waiters hear of it once: a result written, or (none
--- kept) an end state, so a bare jid's waiter looks again.
-local function write_acked_end(failed, prefix, jid, status, status_ttl, envelope, result_ttl,
-    gone_ttl)
+-- write that failed, and to `ready` the jid's channel when its waiters must
+-- hear of it: a result written, or (none kept) an end state, so a bare jid's
+-- waiter looks again (publish_ready tells them, once per call).
+local function write_acked_end(failed, ready, prefix, jid, status, status_ttl, envelope,
+    result_ttl, gone_ttl)
   local publish = false
   if envelope ~= "" then
     local ok, err = pcall(write_result, prefix, jid, envelope, result_ttl, gone_ttl)
@@ -73,7 +93,37 @@ local function write_acked_end(failed, prefix, jid, status, status_ttl, envelope
     end
   end
   if publish then
-    redis.call("PUBLISH", prefix .. "result_ready:" .. jid, "1")
+    ready[#ready + 1] = prefix .. "result_ready:" .. jid
+  end
+end
+
+-- publish_ready(channels): PUBLISH each channel somebody listens to. One
+-- PUBSUB NUMSUB asks for all of them (most kept results have no waiter: a
+-- PUBLISH each would be a command per job for nobody). Nothing is missed: the
+-- script is atomic, so a waiter subscribed before it is counted here and
+-- hears it, and one subscribed after it looks after its subscription is
+-- confirmed (client/waiters.py) and finds what this step wrote. Only a
+-- plain SUBSCRIBE is counted (a PSUBSCRIBE pattern is not: nothing of ours
+-- listens so); on a Redis Cluster, whose waiters block on the result key
+-- instead (client/results.py, wait_blocking), only this node's are counted.
+-- In slices: unpack's stack is bounded. A Redis user refused PUBSUB (an ACL
+-- that allows PUBLISH only) publishes every channel, as before: the ack is
+-- never failed for it.
+local function publish_ready(channels)
+  for first = 1, #channels, 500 do
+    local last = math.min(first + 499, #channels)
+    local counts = redis.pcall("PUBSUB", "NUMSUB", unpack(channels, first, last))
+    if counts["err"] then
+      for i = first, last do
+        redis.call("PUBLISH", channels[i], "1")
+      end
+    else
+      for i = 1, #counts, 2 do
+        if tonumber(counts[i + 1]) > 0 then
+          redis.call("PUBLISH", counts[i], "1")
+        end
+      end
+    end
   end
 end
 
@@ -93,11 +143,7 @@ local function write_started(prefix, jid, fields_json, started_at, status_ttl)
   if now[1] and acked_ends_after_run[now[1]] and updated and updated >= tonumber(started_at) then
     return
   end
-  local flat = {}
-  for name, value in pairs(cjson.decode(fields_json)) do
-    flat[#flat + 1] = name
-    flat[#flat + 1] = tostring(value)
-  end
+  local flat = cjson.decode(fields_json)
   redis.call("HSET", key, unpack(flat))
   redis.call("EXPIRE", key, tonumber(status_ttl))
 end
@@ -113,10 +159,12 @@ local function write_acked_ends(at)
   end
   local n = tonumber(ARGV[at + 1]) or 0
   local last = at + 1 + 6 * n
+  local ready = {}
   for i = at + 2, last, 6 do
-    write_acked_end(failed, prefix, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4],
-      ARGV[i + 5])
+    write_acked_end(failed, ready, prefix, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
+      ARGV[i + 4], ARGV[i + 5])
   end
+  publish_ready(ready)
   local starts = tonumber(ARGV[last + 1]) or 0
   for i = last + 2, last + 1 + 4 * starts, 4 do
     local ok, err = pcall(write_started, prefix, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3])

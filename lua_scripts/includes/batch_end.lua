@@ -22,6 +22,18 @@
 
 local batch_outcomes = {succeeded = true, failed = true, dead = true}
 
+-- batch_stat(key, field, n): the namespace's batch counters (<ns>:stats:batches,
+-- a hash of totals that only grow, read by the Prometheus scrape), bumped in
+-- the step that counts what they count; the namespace is the batch key's
+-- ("<ns>:batch:<bid>", so the same hash-tag slot). Best effort: never fails
+-- the step.
+local function batch_stat(key, field, n)
+  local ns = string.match(key, "^(.*):batch:")
+  if ns then
+    redis.pcall("HINCRBY", ns .. ":stats:batches", field, n)
+  end
+end
+
 -- batch_fire(key, event): pushes the callback for `event` once (nothing when
 -- the batch has none, or it was pushed already).
 local function batch_fire(key, event, now)
@@ -36,6 +48,7 @@ local function batch_fire(key, event, now)
   redis.call("LPUSH", spec["queue_key"], spec["payload"])
   redis.call("SADD", spec["queues_key"], spec["queue"])
   redis.pcall("ZADD", spec["wakeup_key"], 0, "1")
+  batch_stat(key, "callbacks_" .. event, 1)
 end
 
 local function batch_now()
@@ -86,6 +99,7 @@ local function batch_settle(key, members, outcome)
         outcome = "failed"
       end
       redis.call("HINCRBY", key, outcome, removed)
+      batch_stat(key, "members_" .. outcome, removed)
       if outcome == "dead" then
         batch_fire(key, "death", batch_now())
       end
@@ -107,6 +121,8 @@ local function batch_settle(key, members, outcome)
     else
       outcome = "failed"
     end
+    batch_stat(key, "finished_" .. (outcome == "succeeded" and "success"
+      or (outcome == "dead" and "dead" or "complete")), 1)
     batch_fire(key, "complete", now)
     local keep = tonumber(rest[5])
     if keep and keep > 0 then

@@ -1,4 +1,4 @@
--- The holds a job carries (cogworker_async/holds.py): strings whose value is
+-- The holds a job carries (cogworker_async/holds/): strings whose value is
 -- the owning job's jid (a unique lock, a periodic entry's running lock, ...).
 -- Every script that settles a job releases or keeps them here, in its own
 -- atomic step, so a new kind of hold edits no script: the caller decides per
@@ -17,12 +17,13 @@
 -- hash-tagged namespace it is in the tag's slot, like KEYS).
 
 --
--- A counted hold (a batch membership, holds.py HoldKind.outcomes) is not a
+-- A counted hold (a batch membership, holds/kinds.py HoldKind.outcomes) is not a
 -- lock: its release counts how the member ended (includes/batch_end.lua). In
 -- a block its ttl is "@<outcome>"; in the kinds table the kind has
 -- "outcomes" (event -> outcome).
 
 --- @include batch_end
+--- @include after_end
 
 -- is_held_key(key, prefix): under `prefix`, with a name after it, and not a
 -- bookkeeping key of the prefix (those start with "~", e.g. <ns>:unique:~releases).
@@ -33,7 +34,7 @@ local function is_held_key(key, prefix)
     and string.sub(key, #prefix + 1, #prefix + 1) ~= "~"
 end
 
--- A "member" kind (holds.py MEMBER_PREFIX_END): its prefix ends ":limits:",
+-- A "member" kind (holds/kinds.py MEMBER_PREFIX_END): its prefix ends ":limits:",
 -- its key is a set (a concurrency limit's running jobs) and the owner one
 -- member of it. Told by the prefix alone: no TYPE call per hold.
 local function is_member_prefix(prefix)
@@ -178,7 +179,7 @@ end
 
 -- The scripts that meet a job as its raw payload (recovery, give back,
 -- burial, operator actions) read its holds from it, by the table of declared
--- kinds the caller passes (holds.py kinds_table, one JSON argument, decoded
+-- kinds the caller passes (holds/encoding.py kinds_table, one JSON argument, decoded
 -- once per call): per kind {mark, key, named, ttl, when, unless_started,
 -- prefix, default_ttl, rules}. A payload is decoded only when its text contains some
 -- kind's mark ('"unique"', '"periodic_pjid"', ...): a plain job pays one
@@ -242,7 +243,7 @@ end
 
 -- settle_payload_holds(entry, kinds, event, started, wait_ms): every hold the
 -- raw payload `entry` names, settled as its kind's rule for `event` (an Event
--- name of holds.py) says: released, kept for wait_ms (default 0) plus its TTL
+-- name of holds/kinds.py) says: released, kept for wait_ms (default 0) plus its TTL
 -- (or the kind's default), or left. `started`: see payload_holds. `kinds` is
 -- the decoded table; nil or empty settles nothing (a caller minding none).
 local function settle_payload_holds(entry, kinds, event, started, wait_ms)
@@ -270,6 +271,15 @@ local function settle_payload_holds(entry, kinds, event, started, wait_ms)
           end
         end
       end
+    end
+  end
+  -- A prerequisite of waiting jobs (after=[...]) ends here too: the kinds
+  -- table names the after prefix (holds.kinds_table); looked at only while
+  -- some job waits.
+  if after_outcomes[event] then
+    local after = after_prefix_in(kinds)
+    if after and after_on(after) then
+      after_job_end(after, entry, after_outcomes[event])
     end
   end
 end

@@ -5,7 +5,7 @@
 --
 -- A payload names its limits as "limits": [[kind, name, n, ...], ...]
 -- (cogworker_async/limits): kind "concurrency": at most n jobs hold a slot in
--- the set <prefix><name> at once (the hold "limit_slot", holds.py: released by
+-- the set <prefix><name> at once (the hold "limit_slot", holds/declarations.py: released by
 -- every settling step, includes/holds.lua, which unparks the oldest parked
 -- job of the key); kind "window" [.., n, period s]: at most n starts in any
 -- period (a sliding log); kind "bucket" [.., capacity, per_second]: a token

@@ -24,7 +24,7 @@ import redis as sync_redis
 from cogworker_async import Client
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
-from cogworker_async.store.commands import _day_name
+from cogworker_async.store.commands import day_name
 from tests.browser.conftest import OUTPUT
 from tests.browser.test_ui import enqueue, live_process, off_loop, wait_until
 from tests.conftest import ROOT
@@ -51,7 +51,7 @@ def _seed_history(r: sync_redis.Redis, keys: Keys) -> None:
     """Two weeks of daily totals before today: the per-day chart's shape."""
     today = int(time.time() // 86_400)
     for back in range(1, 14):
-        day = _day_name(today - back)
+        day = day_name(today - back)
         processed = 9_000 + 700 * ((back * 5) % 7)
         r.set(keys.stats_processed_on(day), processed)
         r.set(keys.stats_failed_on(day), 40 + 25 * (back % 4))

@@ -3,11 +3,14 @@ final status written in the ack's own step."""
 
 from __future__ import annotations
 
+import uuid
+
 import orjson
 import pytest
 from redis.asyncio import Redis
 
 from cogworker_async.client import results
+from cogworker_async.embedded import EmbeddedRedis
 from cogworker_async.keys import Keys
 from cogworker_async.store import commands
 from cogworker_async.store.commands import Ack, End, Start
@@ -161,3 +164,95 @@ async def test_a_failed_working_write_is_returned(redis: Redis, keys: Keys) -> N
     [(key, error)] = result.end_failures
     assert key == keys.status("bad")
     assert "WRONGTYPE" in error
+
+
+async def test_a_rerun_result_replaces_the_one_kept_and_any_key_of_another_type(
+    redis: Redis, keys: Keys
+) -> None:
+    """One element, the newest: pushed without a DEL first, so an older result is
+    trimmed off and a key of another type replaced (as the DEL then RPUSH did)."""
+    again, odd = await _fetched(redis, keys, 2)
+    await redis.rpush(keys.result(jid_of(again)), b"older", b"oldest")
+    await redis.set(keys.result(jid_of(odd)), "not a list")
+    acks = [
+        Ack(again, jid_of(again), end=_end(jid_of(again), value="new")),
+        Ack(odd, jid_of(odd), end=_end(jid_of(odd), value="also new")),
+    ]
+    assert await commands.ack(redis, keys, identity=ME, acks=acks) == []
+    for raw, value in ((again, "new"), (odd, "also new")):
+        kept = await redis.lrange(keys.result(jid_of(raw)), 0, -1)
+        assert [orjson.loads(envelope)["value"] for envelope in kept] == [value]
+        assert 0 < await redis.ttl(keys.result(jid_of(raw))) <= 60
+
+
+async def test_only_the_channels_somebody_listens_to_are_published(
+    redis: Redis, keys: Keys
+) -> None:
+    """The word to waiters is coalesced: one PUBSUB NUMSUB per call, a PUBLISH only
+    where a subscriber is (a subscriber hears it; nobody else costs a command)."""
+    heard, unheard, ended = await _fetched(redis, keys, 3)
+    pubsub = redis.pubsub()
+    await pubsub.subscribe(keys.result_ready(jid_of(heard)), keys.result_ready(jid_of(ended)))
+    await redis.config_resetstat()
+    acks = [
+        Ack(heard, jid_of(heard), end=_end(jid_of(heard), value=1)),
+        Ack(unheard, jid_of(unheard), end=_end(jid_of(unheard), value=2)),
+        Ack(ended, jid_of(ended), end=_end(jid_of(ended), keep=None, state="complete")),
+    ]
+    assert await commands.ack(redis, keys, identity=ME, acks=acks) == []
+    stats = await redis.info("commandstats")
+    assert stats["cmdstat_publish"]["calls"] == 2
+    # Redis 7 counts the subcommand, 6.2 the command.
+    assert stats.get("cmdstat_pubsub|numsub", stats.get("cmdstat_pubsub"))["calls"] == 1
+    channels = set()
+    for _ in range(50):  # a subscription's confirmation reads as None here
+        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.5)
+        if message is not None:
+            channels.add(message["channel"])
+        if len(channels) == 2:
+            break
+    assert channels == {
+        keys.result_ready(jid_of(heard)).encode(),
+        keys.result_ready(jid_of(ended)).encode(),
+    }
+    await pubsub.aclose()
+
+
+async def test_a_user_refused_pubsub_still_publishes_every_end(
+    redis_server: EmbeddedRedis, redis: Redis, keys: Keys
+) -> None:
+    """An ACL without PUBSUB (PUBLISH allowed) costs the coalescing, not the ack:
+    every channel is published, as before it."""
+    heard, unheard = await _fetched(redis, keys, 2)
+    user, password = f"nonumsub{uuid.uuid4().hex[:6]}", "pw"
+    await redis.acl_setuser(
+        user,
+        enabled=True,
+        passwords=[f"+{password}"],
+        keys=["*"],
+        channels=["*"],
+        commands=["+@all", "-pubsub"],
+    )
+    pubsub = redis.pubsub()
+    await pubsub.subscribe(keys.result_ready(jid_of(heard)))
+    limited = Redis.from_url(redis_server.url, username=user, password=password)
+    acks = [
+        Ack(heard, jid_of(heard), end=_end(jid_of(heard), value=1)),
+        Ack(unheard, jid_of(unheard), end=_end(jid_of(unheard), value=2)),
+    ]
+    try:
+        await redis.config_resetstat()
+        assert await commands.ack(limited, keys, identity=ME, acks=acks) == []
+    finally:
+        await limited.aclose()
+        await redis.acl_deluser(user)
+    assert (await redis.info("commandstats"))["cmdstat_publish"]["calls"] == 2
+    assert await redis.llen(keys.in_progress(ME)) == 0
+    message = None
+    for _ in range(20):
+        message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=0.5)
+        if message is not None:
+            break
+    assert message is not None
+    assert message["channel"] == keys.result_ready(jid_of(heard)).encode()
+    await pubsub.aclose()

@@ -20,7 +20,7 @@ from cogworker_async import holds, lifecycle
 from cogworker_async.keys import Keys
 from cogworker_async.lifecycle import Place, State, Transition
 from cogworker_async.payload import new_jid
-from cogworker_async.store import aborts, admin, batches, commands, locks, orphans
+from cogworker_async.store import aborts, admin, after, batches, commands, locks, orphans
 from cogworker_async.store import limits as limits_store
 from cogworker_async.store.periodic import SlotClaim, claim_slots
 from cogworker_async.store.scripts import script
@@ -87,6 +87,9 @@ async def put(job: Job, state: State | None) -> None:
         await redis.lpush(keys.limit_parked(LIMIT), job.raw)
     elif state is State.PARKED:
         await redis.rpush(keys.repeat_orphans, job.raw)
+    elif state is State.WAITING:
+        # Waiting on a prerequisite of its own, queued on PRE_QUEUE.
+        await enqueue_after(job, await prerequisite(job))
     elif state is State.UNSETTLED:
         await put(job, State.RUNNING)
         assert await commands.park_unsettled(
@@ -337,6 +340,53 @@ async def give_back(job: Job) -> None:
     assert given.given == 1
 
 
+PRE_QUEUE = "pre"  # where a waiting job's prerequisite waits (fetched apart)
+
+
+async def prerequisite(job: Job, **fields: object) -> str:
+    """A new job on PRE_QUEUE (``fields``: none, or what Redis tells of its end)."""
+    pre = new_jid()
+    if fields.get("status"):
+        await job.redis.hset(job.keys.status(pre), mapping={"state": str(fields["status"])})
+    elif fields.get("result"):
+        await job.redis.rpush(job.keys.result(pre), orjson.dumps({"ok": True, "value": 1}))
+    else:
+        await enqueue(job.redis, job.keys, PRE_QUEUE, make_job(PRE_QUEUE, jid=pre))
+    return pre
+
+
+async def enqueue_after(job: Job, pre: str) -> after.AfterReply:
+    body = {**orjson.loads(job.raw), "after": {pre: "fail"}}
+    return await after.enqueue_after(job.redis, job.keys, body, status_ttl=None)
+
+
+async def prerequisite_of(job: Job) -> bytes:
+    """The waiting job's prerequisite, fetched (running) from PRE_QUEUE."""
+    got = await commands.fetch(
+        job.redis, job.keys, identity=ME, queues=[PRE_QUEUE], want=1, acks=[], reliable=True
+    )
+    assert len(got.jobs) == 1
+    return got.jobs[0]
+
+
+async def prerequisite_succeeds(job: Job) -> None:
+    raw = await prerequisite_of(job)
+    acks = [commands.Ack(raw, orjson.loads(raw)["jid"])]
+    assert await commands.ack(job.redis, job.keys, identity=ME, acks=acks) == []
+
+
+async def prerequisite_dies(job: Job) -> None:
+    pre = Job(job.redis, job.keys, "", await prerequisite_of(job))
+    pre.jid = orjson.loads(pre.raw)["jid"]
+    await pre.file(job.keys.dead)
+
+
+async def arrives_after(job: Job, **fields: object) -> None:
+    reply = await enqueue_after(job, await prerequisite(job, **fields))
+    expected = {"": "waiting", "complete": "queued", "failed": "failed"}
+    assert reply.outcome == expected[str(fields.get("status", ""))]
+
+
 Move = Callable[[Job], Awaitable[None]]
 S = State
 MOVES: dict[tuple[str, State | None, State], Move] = {
@@ -409,6 +459,14 @@ MOVES: dict[tuple[str, State | None, State], Move] = {
         locks.drop_jobs(
             j.redis, j.keys.queue("default"), pop=1, kind="list", kinds=holds.kinds_table(j.keys)
         )
+    ),
+    ("after_enqueue", None, S.WAITING): arrives_after,
+    ("after_enqueue", None, S.QUEUED): lambda j: arrives_after(j, status="complete"),
+    ("after_enqueue", None, S.FAILED): lambda j: arrives_after(j, status="failed"),
+    ("ack", S.WAITING, S.QUEUED): prerequisite_succeeds,
+    ("file", S.WAITING, S.FAILED): prerequisite_dies,
+    ("after_abort", S.WAITING, S.ABORTED): lambda j: expect(
+        after.abort_waiting(j.redis, j.keys, j.jid, keep=3600)
     ),
     # Placed by the move itself: the other job's dead filing trims it.
     ("file", S.DEAD, S.DISCARDED): trim_dead,

@@ -10,7 +10,7 @@ from starlette.testclient import TestClient
 
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
-from cogworker_async.store.commands import _day_name
+from cogworker_async.store.commands import day_name
 from cogworker_async.web import create_app
 from tests.web.conftest import LOOPBACK
 
@@ -46,7 +46,7 @@ def test_the_busy_card_counts_the_jobs_the_live_processes_run(
 def test_the_feed_carries_todays_counters_for_the_per_day_chart(
     client: TestClient, sync_client: sync_redis.Redis, keys: Keys
 ) -> None:
-    today = _day_name(int(time.time() // 86_400))
+    today = day_name(int(time.time() // 86_400))
     sync_client.set(keys.stats_processed_on(today), 41)
     sync_client.set(keys.stats_failed_on(today), 2)
     feed = client.get("/stats.json").json()

@@ -97,3 +97,16 @@ def test_a_job_held_by_a_limit_is_found_with_its_key(
     page = client.get("/jobs", params={"jid": JID}).text
     assert "<td>held</td>" in page
     assert "held by the limit acct:&lt;7&gt;, position 2 from the newest" in page
+
+
+def test_a_job_waiting_on_others_and_what_it_waits_on(
+    client: TestClient, sync_client: sync_redis.Redis, keys: Keys
+) -> None:
+    pre = "1" * 24
+    sync_client.hset(keys.after_waiting, JID, make_job(jid=JID, after={pre: "fail"}))
+    sync_client.hset(keys.after_left, JID, 1)
+    sync_client.sadd(keys.after_edges(pre), JID)
+    page = client.get("/jobs", params={"jid": JID}).text
+    assert "<td>after</td><td>waiting" in page
+    assert "waiting on other jobs" in page
+    assert f'<td id="waiting-on"><a class="mono" href="/jobs?jid={pre}">{pre}</a></td>' in page

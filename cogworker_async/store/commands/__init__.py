@@ -19,8 +19,9 @@ from cogworker_async.store.commands.acks import (
     _end_args,
     ack,
     status_json,
+    strings_json,
 )
-from cogworker_async.store.commands.days import DAY_STAT_TTL, _day_name, today
+from cogworker_async.store.commands.days import DAY_STAT_TTL, day_name, today
 from cogworker_async.store.commands.fetching import FetchResult, Renewal, fetch
 from cogworker_async.store.commands.filing import (
     FileOutcome,
@@ -54,10 +55,10 @@ __all__ = [
     "Renewal",
     "Start",
     "_ack_args",
-    "_day_name",
     "_end_args",
     "ack",
     "bury",
+    "day_name",
     "fetch",
     "file",
     "file_unsettled",
@@ -66,6 +67,7 @@ __all__ = [
     "graduate",
     "park_unsettled",
     "status_json",
+    "strings_json",
     "today",
     "unsettled_record",
 ]
