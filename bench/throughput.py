@@ -7,6 +7,7 @@ Modes:
   io        5,000 jobs that each ``await asyncio.sleep(0.01)``, concurrency 100
   limit_key, limit_global  noop with one per-key / one global concurrency limit
             that is never full (issue 23: what a limited job pays)
+  fair      noop's 20,000 jobs, each fair over 100 keys (``limits.fair``): taken by turns
 
 All jobs are enqueued first (``enqueue_many``, timed on its own), then a worker
 starts in a subprocess (``bench/_worker_proc.py``). Its wall time runs from the
@@ -110,6 +111,21 @@ with contextlib.suppress(ImportError, TypeError):
         50,
         ("default",),
         jobs.noop.options(limits=[limits.concurrency("g", 1000)]),  # type: ignore[call-arg, unused-ignore]
+    )
+
+
+# Issue 23 §4's fair keys: a job of key t<i % 100> is moved onto its key's line
+# by the fetch and taken in turn. Only in a tree that has them.
+with contextlib.suppress(AttributeError):
+    from cogworker_async import limits
+
+    MODES["fair"] = Mode(
+        "fair",
+        "throughput noop, fair over 100 keys (20,000 jobs, c=50, 1 queue)",
+        20_000,
+        50,
+        ("default",),
+        jobs.noop.options(limits=[limits.fair(lambda i: f"t{i % 100}")]),  # type: ignore[attr-defined, unused-ignore]
     )
 
 

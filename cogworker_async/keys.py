@@ -239,6 +239,26 @@ class Keys:
         return f"{self.ns}:limits:~used"
 
     @property
+    def fair_used(self) -> str:
+        """Set (never cleared) before the first fair job is written: the fetch
+        looks for fair jobs and serves fair keys only when it exists."""
+        return f"{self.ns}:limits:~fair"
+
+    def fair_base(self, queue: str) -> str:
+        """Queue ``queue``'s fair keys (a hash: key -> weight, ``~turn`` -> the
+        current key's jobs left in its turn, ``~fed`` -> the job fed back onto
+        the queue for a blocking wait); its key ring is ``<base>:~ring`` (a
+        list, the key whose turn it is at the tail) and a key's jobs wait on
+        ``<base>:<key>`` (a list, oldest at the tail). Queue names hold no ``:``."""
+        return f"{self.ns}:limits:~fair:{queue}"
+
+    def fair_ring(self, queue: str) -> str:
+        return f"{self.ns}:limits:~fair:{queue}:~ring"
+
+    def fair_jobs(self, queue: str, key: str) -> str:
+        return f"{self.ns}:limits:~fair:{queue}:{key}"
+
+    @property
     def limit_config(self) -> str:
         """Limits set at run time (``limits set``): key -> limit (a hash)."""
         return f"{self.ns}:limits:~config"

@@ -31,6 +31,7 @@ class Place(enum.Enum):
     REPEAT_ORPHANS = "repeat_orphans"  # <ns>:repeat_orphans: parked for a ProcessDied burial
     UNSETTLED = "unsettled"  # <ns>:unsettled: a failure a stopping process couldn't file
     HELD = "held"  # <ns>:limits:~parked:<key>: over a limit, waits for a slot (a list)
+    FAIR = "fair"  # <ns>:limits:~fair:<queue>:<key>: a fair key's line, waits its turn (a list)
     AFTER = "after"  # <ns>:after:~waiting: waits on other jobs (after=[...]), a hash jid -> job
     GONE = "gone"  # in no job key: it has ended (its status and result, if kept, remain)
 
@@ -59,6 +60,9 @@ class State(enum.Enum):
     UNSETTLED = ("unsettled", Place.UNSETTLED, None)
     # Taken over one of its limits: held on the key, in order, until a slot frees.
     HELD = ("held", Place.HELD, None)
+    # A fair key's job (limits.fair), moved off its queue onto its key's line by
+    # a fetch: waits for its key's turn (its status stays "queued").
+    IN_LINE = ("in_line", Place.FAIR, None)
     # Enqueued with after=[...]: waits until its prerequisites have ended.
     WAITING = ("waiting", Place.AFTER, "waiting")
 
@@ -151,6 +155,14 @@ TRANSITIONS: tuple[Transition, ...] = (
     Transition(S.HELD, S.QUEUED, "ack", "a slot of its key freed"),
     Transition(S.HELD, S.QUEUED, "limits_due", "its window reopened, its pause ended"),
     Transition(S.RUNNING, S.HELD, "back_off", "raised limits.BackOff: no retry"),
+    # Fair keys: a fetch moves a fair job onto its key's line, and takes it in
+    # its key's turn (admitted by its limits, or held), or feeds it back onto
+    # the empty queue for a process idle in a blocking wait.
+    Transition(S.QUEUED, S.IN_LINE, "fetch", "a fair key's job, onto its line"),
+    Transition(S.IN_LINE, S.RUNNING, "fetch", "its key's turn"),
+    Transition(S.IN_LINE, S.HELD, "fetch", "its key's turn, over a limit"),
+    Transition(S.IN_LINE, S.QUEUED, "fetch", "its turn, fed to a blocking wait"),
+    Transition(S.IN_LINE, S.DISCARDED, "drop_jobs", "operator: clear the queue"),
     # Settling a run.
     Transition(S.RUNNING, S.SUCCEEDED, "ack", "success"),
     Transition(S.RUNNING, S.SUCCEEDED, "fetch", "success, acked with the next fetch"),

@@ -30,7 +30,9 @@
 --   first full one's list instead of taken (includes/limits.lua, admit_job);
 --   only when <prefix>~used exists (keys.limits_used): a namespace without
 --   limits pays one EXISTS a call, nothing a job; the admissions are counted
---   per key once a call (flush_admitted: admitted/s)
+--   per key once a call (flush_admitted: admitted/s). With <prefix>~fair too
+--   (keys.fair_used), each queue's fair jobs are moved onto their key's line
+--   and taken by turns after its plain jobs (includes/fair.lua)
 -- then, last and only when some acked job carries one, the ends block: e, the
 --   tracking prefix and e groups of 6 (includes/acked_ends.lua): the kept
 --   results and final statuses of acked jobs, written in this same step
@@ -42,8 +44,9 @@
 -- jid holding its lock afterwards (false: the key is not a string),
 -- end failures: the status key and error of each end or "working" write that
 -- failed (acked_ends)}.
--- Atomic: a job is on its queue, on the in-progress list, or (held back by a
--- limit) parked on its limit's list: never neither, never two.
+-- Atomic: a job is on its queue, on the in-progress list, (held back by a
+-- limit) parked on its limit's list, or (fair) on its key's line: never
+-- none, never two.
 --
 -- Suspects (jobs requeue.lua marked after orphaning them more than once) run
 -- alone: one is taken only as the first job of a call that accepts them, and
@@ -57,6 +60,10 @@
 --- @include history
 --- @include acked_ends
 --- @include limits
+--- @include fair
+
+-- The most fair jobs one call moves from a queue onto their lines.
+local FAIR_SCAN = 1000
 
 local missing, acked = ack_jobs(KEYS[1], ARGV[3], 10, ARGV[1] == "reliable")
 local names_at = settle_acked_holds(10 + acked, missing, ARGV[1] == "reliable")
@@ -71,6 +78,15 @@ local limits_on = nil
 local function limits_used()
   return limits_prefix ~= nil and limits_prefix ~= ""
     and redis.call("EXISTS", limits_prefix .. "~used") == 1
+end
+-- Fair keys are served only where they are used (<prefix>~fair): read once
+-- a call, with the limits flag (so a fetch of empty queues pays it too).
+local fair_on = nil
+local function fair_used()
+  if limits_on == nil then
+    limits_on = limits_used()
+  end
+  return limits_on and redis.call("EXISTS", limits_prefix .. "~fair") == 1
 end
 local end_failures = write_acked_ends(names_at + #KEYS - 1)
 -- Only what this call removed: an ack resent after a lost reply counts once.
@@ -89,6 +105,19 @@ for i = 5, #KEYS do
   end
   local name = ARGV[names_at + i - 5]
   if redis.call("SISMEMBER", KEYS[2], name) == 0 then
+    if fair_on == nil then
+      fair_on = fair_used()
+    end
+    -- base: this queue's fair keys (nil: none); fed: the job fed back onto
+    -- the queue for a blocking wait (taken, not put back in line).
+    local base, fed = nil, nil
+    if fair_on then
+      local ok, got = pcall(redis.call, "HGET", limits_prefix .. "~fair:" .. name, "~fed")
+      if ok then
+        base, fed = limits_prefix .. "~fair:" .. name, got
+        fair_scan(base, KEYS[i], FAIR_SCAN, fed)
+      end
+    end
     -- A batch from the tail (where jobs are taken from) in three commands,
     -- not one LMOVE per job: the per-command cost inside a script is most of
     -- what a fetch costs Redis. pcall: a queue key of the wrong type is
@@ -126,7 +155,13 @@ for i = 5, #KEYS do
         if limits_on == nil then
           limits_on = limits_used()
         end
-        if not limits_on or admit_job(job, limits_prefix) then
+        local key, weight = nil, nil
+        if base and job ~= fed then
+          key, weight = fair_of(job)
+        end
+        if key and pcall(fair_line, base, job, key, weight) then
+          -- onto its key's line: taken in its turn, below
+        elseif not limits_on or admit_job(job, limits_prefix) then
           taken[#taken + 1] = job
         end
       end
@@ -142,6 +177,27 @@ for i = 5, #KEYS do
         end
         redis.call("LTRIM", KEYS[i], 0, -(consumed + 1))
       end
+      if base and #taken < wanted and not alone then
+        -- The keys' turns, after the plain jobs: written to in-progress, then
+        -- trimmed off their lines, even if a key of the wrong type stopped
+        -- the turns part way (pcall).
+        local start, pending = #taken + 1, {}
+        pcall(fair_serve, base, wanted - #taken, limits_prefix, taken, pending)
+        if reliable and #taken >= start then
+          redis.call("LPUSH", KEYS[1], unpack(taken, start, #taken))
+        end
+        for key, n in pairs(pending) do
+          redis.call("LTRIM", base .. ":" .. key, 0, -(n + 1))
+        end
+        moved = #taken - first + 1
+      end
+      local fed_now = false
+      if base then
+        -- Lines still waiting and nothing on the list: a process idle on the
+        -- list is woken by the next turn's job (the wake-up below for others).
+        local ok, fed_one = pcall(fair_feed, base, KEYS[i])
+        fed_now = ok and fed_one
+      end
       if moved > 0 then
         sources[#sources + 1] = name
         sources[#sources + 1] = moved
@@ -151,7 +207,7 @@ for i = 5, #KEYS do
       -- runnable ones behind them: wake an idle process (maybe this one) for
       -- it. Not when this caller declines suspects: it would only wake
       -- itself, in a loop.
-      if (#taken >= wanted or alone or (skipped and suspects_ok) or consumed > moved)
+      if (#taken >= wanted or alone or (skipped and suspects_ok) or consumed > moved or fed_now)
           and redis.call("LLEN", KEYS[i]) > 0 then
         redis.pcall("ZADD", ARGV[4] .. name, 0, "1")
       end
@@ -211,7 +267,9 @@ if unique_prefix ~= nil and unique_prefix ~= "" then
     end
   end
 end
-if limits_on then
+-- The admissions of this call, counted (includes/fair.lua admits too): nothing
+-- to do when none was counted.
+if limits_prefix ~= nil and limits_prefix ~= "" then
   flush_admitted(limits_prefix)
 end
 return {taken, missing, broken, sources, renewals, end_failures}

@@ -2,8 +2,9 @@
 
 Reads every key a job can be in (SPEC.md §2): each queue of the queues set
 (and any named here), the schedule, retry and dead sets, every in-progress
-list (the registry's and any a SCAN finds), every limit's held jobs,
-repeat_orphans, unsettled and the jobs waiting on others (after=[...]). A
+list (the registry's and any a SCAN finds), every limit's held jobs, every
+fair key's line, repeat_orphans, unsettled and the jobs waiting on others
+(after=[...]). A
 job found twice is reported twice: the lifecycle's invariant is one place.
 """
 
@@ -45,6 +46,10 @@ async def _lists(redis: Redis, keys: Keys, extra_queues: Iterable[str]) -> list[
     lists.extend((Place.IN_PROGRESS, keys.in_progress(i)) for i in sorted(identities))
     async for key in redis.scan_iter(match=f"{keys.limit_parked('')}*", count=500):
         lists.append((Place.HELD, _text(key)))
+    # Fair keys' lines (not the rings beside them: key names, not jobs).
+    async for key in redis.scan_iter(match=f"{keys.fair_base('')}*", count=500):
+        if not _text(key).endswith(":~ring"):
+            lists.append((Place.FAIR, _text(key)))
     lists.append((Place.REPEAT_ORPHANS, keys.repeat_orphans))
     lists.append((Place.UNSETTLED, keys.unsettled))
     return lists

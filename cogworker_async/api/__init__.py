@@ -33,9 +33,11 @@ from cogworker_async.api.history import (
     history,
 )
 from cogworker_async.api.limits import (
+    FairLine,
     LimitInfo,
     clear_held,
     clear_limit,
+    list_fair,
     list_limits,
     set_limit,
 )
@@ -112,6 +114,7 @@ __all__ = [
     "BusyJob",
     "DayPoint",
     "Entry",
+    "FairLine",
     "Found",
     "History",
     "JobMinute",
@@ -144,6 +147,7 @@ __all__ = [
     "kept_result",
     "list_batches",
     "list_entries",
+    "list_fair",
     "list_limits",
     "list_locks",
     "list_locks_page",

@@ -19,9 +19,12 @@ from cogworker_async.keys import Keys
 from cogworker_async.limits.declarations import check_key_text
 from cogworker_async.store import limits as store
 from cogworker_async.store import locks
+from cogworker_async.store.fair import FairLine, fair_lines
 from cogworker_async.store.replies import loose_text
 from cogworker_async.timing import check_duration
 from cogworker_async.unique.drop import drop_all
+
+__all__ = ["FairLine", "LimitInfo", "clear_limit", "list_fair", "list_limits", "set_limit"]
 
 # The bookkeeping keys of one limit key: "~<part>:<key>".
 _PARTS = ("parked", "window", "pause")
@@ -95,6 +98,12 @@ async def list_limits(redis: Redis, keys: Keys) -> list[LimitInfo]:
             )
         )
     return rows
+
+
+async def list_fair(redis: Redis, keys: Keys) -> list[FairLine]:
+    """Every fair key (``limits.fair``) with jobs waiting, by queue, in turn order."""
+    names = sorted(loose_text(n) for n in await redis.smembers(keys.queues))
+    return await fair_lines(redis, keys, names)
 
 
 async def set_limit(

@@ -22,6 +22,7 @@ from cogworker_async.api.running import processes
 from cogworker_async.keys import Keys
 from cogworker_async.settings import check_queue_name
 from cogworker_async.store import admin
+from cogworker_async.store.fair import fair_lines, fair_waiting
 from cogworker_async.store.replies import text as _text
 from cogworker_async.unique.drop import drop_all
 
@@ -89,6 +90,7 @@ async def queues(redis: Redis, keys: Keys) -> list[QueueInfo]:
         replies = await pipe.execute(raise_on_error=False)
     paused_reply = replies[0]
     paused = {_text(p) for p in paused_reply} if isinstance(paused_reply, set) else set()
+    fair = await fair_waiting(redis, keys, names)  # limits.fair's lines count as waiting
     now = time.time()
     result = []
     for index, name in enumerate(names):
@@ -96,7 +98,7 @@ async def queues(redis: Redis, keys: Keys) -> list[QueueInfo]:
         result.append(
             QueueInfo(
                 name=name,
-                size=size if isinstance(size, int) else 0,
+                size=(size if isinstance(size, int) else 0) + fair.get(name, 0),
                 latency=_latency(oldest if isinstance(oldest, bytes) else None, now),
                 paused=name in paused,
             )
@@ -223,21 +225,25 @@ async def clear_queue(redis: Redis, keys: Keys, queue: str) -> int:
     what was removed. A key of the wrong type is left alone.
     The queue stays listed (and paused, if it was). Its jobs held by a limit
     are removed first (``api.limits.clear_held_of_queue``): one let in
-    meanwhile goes to the queue, removed next.
+    meanwhile goes to the queue, removed next. The lines of its fair keys
+    (``limits.fair``) are cleared the same way; their keys leave the ring at
+    their next turn (the fetch drops a key with no jobs).
     """
     key = keys.queue(check_queue_name(queue))
-    held = await clear_held_of_queue(redis, keys, queue)
-    try:
-        # With the unique locks the removed jobs hold (unique/drop.py).
-        return held + await drop_all(
-            redis,
-            key,
-            kind="list",
-            kinds=holds.kinds_table(keys),
-            tracking_prefix=keys.tracking_prefix,  # tracked jobs end as JobDeleted
-        )
-    except ResponseError as exc:
-        if not _is_wrong_type(exc):
-            raise
-        await _warn_wrong_type(redis, key, "list", "nothing removed")
-        return held
+    removed = await clear_held_of_queue(redis, keys, queue)
+    lines = [keys.fair_jobs(queue, line.key) for line in await fair_lines(redis, keys, [queue])]
+    for one in (key, *lines):
+        try:
+            # With the unique locks the removed jobs hold (unique/drop.py).
+            removed += await drop_all(
+                redis,
+                one,
+                kind="list",
+                kinds=holds.kinds_table(keys),
+                tracking_prefix=keys.tracking_prefix,  # tracked jobs end as JobDeleted
+            )
+        except ResponseError as exc:
+            if not _is_wrong_type(exc):
+                raise
+            await _warn_wrong_type(redis, one, "list", "nothing removed")
+    return removed

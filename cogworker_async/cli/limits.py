@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Annotated
 
 import typer
@@ -22,6 +23,10 @@ def _line(row: api.LimitInfo) -> str:
     )
 
 
+def _fair_line(line: api.FairLine) -> str:
+    return f"fair {line.queue}\t{line.key}\twaiting {line.waiting}\tweight {line.weight}"
+
+
 def register(app: typer.Typer, *, run: Runner, fail: Callable[[str, int], typer.Exit]) -> None:
     limits = typer.Typer(no_args_is_help=True, help="Rate and concurrency limits.")
     app.add_typer(limits, name="limits")
@@ -34,13 +39,34 @@ def register(app: typer.Typer, *, run: Runner, fail: Callable[[str, int], typer.
     ) -> None:
         """Every limit key in use: jobs running with its slot, jobs held on it, its
         run-time limit, jobs admitted a second (the last full 10 s), the time its
-        pause (limits.BackOff) has left."""
+        pause (limits.BackOff) has left; then the fair keys with jobs waiting (as
+        `limits fair`)."""
         result = run(redis_url, namespace, api.list_limits)
         if json_out:
             typer.echo(json.dumps([row.as_dict() for row in result], indent=2))
             return
         for row in result:
             typer.echo(_line(row))
+        fair = run(redis_url, namespace, api.list_fair)
+        for line in fair:
+            typer.echo(_fair_line(line))
+        if not result and not fair:
+            typer.echo("(none)")
+
+    @limits.command("fair")
+    def limits_fair(
+        json_out: JsonFlag = False,
+        redis_url: RedisUrl = None,
+        namespace: Namespace = None,
+    ) -> None:
+        """Every fair key (limits.fair) with jobs waiting: its queue, jobs waiting on
+        its line, its weight; by queue, the key whose turn is next first."""
+        result = run(redis_url, namespace, api.list_fair)
+        if json_out:
+            typer.echo(json.dumps([asdict(line) for line in result], indent=2))
+            return
+        for line in result:
+            typer.echo(_fair_line(line))
         if not result:
             typer.echo("(none)")
 

@@ -16,7 +16,7 @@ from redis.asyncio import Redis
 from cogworker_async import payload
 from cogworker_async.jobs import BoundJob, JobArgs, JobFunction, JobOptions, payload_options
 from cogworker_async.keys import Keys
-from cogworker_async.limits import payload_fields
+from cogworker_async.limits import FAIR, payload_fields
 from cogworker_async.middleware import ClientMiddleware
 from cogworker_async.settings import Settings
 from cogworker_async.store import enqueues, locks
@@ -42,7 +42,7 @@ class BuildsJobs(Protocol):
         self, target: Any, args: Sequence[Any], kwargs: Mapping[str, Any], now: float
     ) -> tuple[dict[str, Any] | None, float | None]: ...
 
-    async def _mark_limits(self) -> None: ...
+    async def _mark_limits(self, fair: bool = False) -> None: ...
 
 
 class EnqueuedMany(list[str]):
@@ -160,7 +160,7 @@ class ManyBatch:
                 )
             if self.options.limits:
                 job.update(payload_fields(self.options.limits, args, kwargs))
-                await self.client._mark_limits()
+                await self.client._mark_limits(FAIR in job)
         position = self.added
         self.added += 1
         one = payload.encode_job(job)

@@ -30,7 +30,7 @@ from cogworker_async.jobs import (
     check_timing,
     payload_options,
 )
-from cogworker_async.limits import payload_fields
+from cogworker_async.limits import FAIR, payload_fields
 from cogworker_async.middleware import run_client_chain
 from cogworker_async.settings import check_queue_name
 from cogworker_async.store import after, enqueues, locks
@@ -96,14 +96,18 @@ class Enqueueing(AskingAboutJobs):
     through ``AskingAboutJobs``)."""
 
     _limits_marked = -LIMITS_MARK_EVERY  # when this client last said limits are in use
+    _fair_marked = -LIMITS_MARK_EVERY  # and fair keys
 
-    async def _mark_limits(self) -> None:
+    async def _mark_limits(self, fair: bool = False) -> None:
         """Say limits are in use before this client's first job with limits is
         written (the fetch checks jobs for them only then), and again every
         ``LIMITS_MARK_EVERY`` s: a Redis that lost its data (no persistence)
         lets this client's limited jobs run unchecked that long at most."""
         now = time.monotonic()
-        if now - self._limits_marked >= LIMITS_MARK_EVERY:
+        if fair and now - self._fair_marked >= LIMITS_MARK_EVERY:
+            await mark_limits_used(self.redis, self.keys, fair=True)
+            self._limits_marked = self._fair_marked = now
+        elif now - self._limits_marked >= LIMITS_MARK_EVERY:
             await mark_limits_used(self.redis, self.keys)
             self._limits_marked = now
 
@@ -131,7 +135,7 @@ class Enqueueing(AskingAboutJobs):
             )
         if options.limits:
             job.update(payload_fields(options.limits, args, kwargs))
-            await self._mark_limits()
+            await self._mark_limits(FAIR in job)
         edges = after_edges(options.after, options.if_failed)
         if edges is not None:
             if str(job["jid"]) in edges:

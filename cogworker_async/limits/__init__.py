@@ -7,11 +7,13 @@ when a slot frees: never retried, never failed for being limited. See
 """
 
 from cogworker_async.limits.declarations import (
+    FAIR,
     LIMIT_SLOTS,
     LIMITS,
     BackOff,
     Bucket,
     Concurrency,
+    Fair,
     Leaky,
     Limit,
     LimitKey,
@@ -20,6 +22,7 @@ from cogworker_async.limits.declarations import (
     bucket,
     check_limits,
     concurrency,
+    fair,
     leaky,
     payload_fields,
     points,
@@ -28,11 +31,13 @@ from cogworker_async.limits.declarations import (
 from cogworker_async.limits.settle import set_target, settle
 
 __all__ = [
+    "FAIR",
     "LIMITS",
     "LIMIT_SLOTS",
     "BackOff",
     "Bucket",
     "Concurrency",
+    "Fair",
     "Leaky",
     "Limit",
     "LimitKey",
@@ -41,6 +46,7 @@ __all__ = [
     "bucket",
     "check_limits",
     "concurrency",
+    "fair",
     "leaky",
     "payload_fields",
     "points",

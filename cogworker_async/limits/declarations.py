@@ -173,8 +173,43 @@ class Points:
         return [self.kind, key, self.points, self.per_seconds, cost]
 
 
-Limit = Concurrency | Window | Bucket | Leaky | Points
-LIMIT_TYPES = (Concurrency, Window, Bucket, Leaky, Points)
+Weight = int | Callable[..., Any]
+"""A fair key's weight: an int, or a function of the job's arguments giving one."""
+
+# A fair key's largest weight: the most jobs of it taken in one turn.
+MAX_WEIGHT = 1000
+
+
+def check_weight(weight: object, where: str) -> int:
+    """A resolved weight: an int in 1..MAX_WEIGHT; else a one-line error."""
+    if isinstance(weight, bool) or not isinstance(weight, int):
+        raise TypeError(f"{where}: a weight must be an int, got {type(weight).__name__}")
+    if not 1 <= weight <= MAX_WEIGHT:
+        raise ValueError(f"{where}: a weight must be 1-{MAX_WEIGHT}, got {weight}")
+    return weight
+
+
+@dataclass(frozen=True, slots=True)
+class Fair:
+    """The job's queue serves the keys of its fair jobs in turn (round-robin),
+    ``weight`` jobs of a key per turn: a key with a long backlog never starves
+    one with a few jobs. Not a cap: a fair job runs as soon as its turn comes."""
+
+    key: LimitKey
+    weight: Weight = 1
+    kind = "fair"
+
+    def __post_init__(self) -> None:
+        _check_key(self.key)
+        if not callable(self.weight):
+            check_weight(self.weight, "limits.fair")
+
+
+Limit = Concurrency | Window | Bucket | Leaky | Points | Fair
+LIMIT_TYPES = (Concurrency, Window, Bucket, Leaky, Points, Fair)
+
+# The payload field of a fair job: [key, weight] (lua_scripts/includes/fair.lua).
+FAIR = "fair"
 
 
 def concurrency(key: LimitKey, limit: int) -> Concurrency:
@@ -213,6 +248,13 @@ def points(key: LimitKey, points: int, per_seconds: float, cost: Cost = 1) -> Po
     return Points(key, points, per_seconds, cost)
 
 
+def fair(key: LimitKey, weight: Weight = 1) -> Fair:
+    """Serve the jobs of ``key`` (a str, or a function of the job's arguments
+    giving one) in turn with the other keys of the job's queue: ``weight`` (an
+    int, or a function of the arguments) jobs of it per turn."""
+    return Fair(key, weight)
+
+
 def check_limits(limits: object) -> None:
     """Refuse anything but a list or tuple of declared limits."""
     if limits is None:
@@ -224,8 +266,8 @@ def check_limits(limits: object) -> None:
     for limit in limits:
         if not isinstance(limit, LIMIT_TYPES):
             raise TypeError(
-                f"limits must hold limits (limits.concurrency/window/bucket/leaky/points(...)), "
-                f"got {limit!r}"
+                "limits must hold limits "
+                f"(limits.concurrency/window/bucket/leaky/points/fair(...)), got {limit!r}"
             )
 
 
@@ -255,15 +297,33 @@ def _resolve_cost(limit: Points, args: Sequence[Any], kwargs: Mapping[str, Any])
     return check_cost(value, limit.points, f"the cost function {limit.cost!r}")
 
 
+def _resolve_weight(limit: Fair, args: Sequence[Any], kwargs: Mapping[str, Any]) -> int:
+    if not callable(limit.weight):
+        return limit.weight
+    try:
+        value = limit.weight(*args, **kwargs)
+    except Exception as exc:  # why: the user's function; its error, named
+        raise ValueError(
+            f"the weight function {limit.weight!r} failed on these arguments: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    return check_weight(value, f"the weight function {limit.weight!r}")
+
+
 def payload_fields(
     limits: Iterable[Limit], args: Sequence[Any], kwargs: Mapping[str, Any]
 ) -> dict[str, Any]:
     """The payload fields of a job with ``limits`` (none: {}): ``limits`` and
-    ``limit_slots``, each key resolved on the job's arguments."""
+    ``limit_slots``, each key resolved on the job's arguments, and ``fair``
+    ([key, weight]) for a fair one (the last one declared counts)."""
     wire: list[list[Any]] = []
     slots: list[str] = []
+    fields: dict[str, Any] = {}
     for limit in limits:
         key = resolve_key(limit, args, kwargs)
+        if isinstance(limit, Fair):
+            fields[FAIR] = [key, _resolve_weight(limit, args, kwargs)]
+            continue
         if isinstance(limit, Points):
             wire.append(limit.wire(key, _resolve_cost(limit, args, kwargs)))
             continue
@@ -271,8 +331,8 @@ def payload_fields(
         if isinstance(limit, Concurrency) and key not in slots:
             slots.append(key)
     if not wire:
-        return {}
-    fields: dict[str, Any] = {LIMITS: wire}
+        return fields
+    fields[LIMITS] = wire
     if slots:
         fields[LIMIT_SLOTS] = slots
     return fields

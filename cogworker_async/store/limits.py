@@ -41,10 +41,14 @@ async def admit_taken(
 MARK_EVERY = 10.0
 
 
-async def mark_limits_used(redis: Redis, keys: Keys) -> None:
+async def mark_limits_used(redis: Redis, keys: Keys, *, fair: bool = False) -> None:
     """Say limits are in use in this namespace (``Keys.limits_used``): before a
-    job with limits is first written, or the fetch would take it unchecked."""
-    await redis.set(keys.limits_used, 1)
+    job with limits is first written, or the fetch would take it unchecked;
+    ``fair``: fair keys too (``Keys.fair_used``), before a fair job is written."""
+    if fair:
+        await redis.mset({keys.limits_used: 1, keys.fair_used: 1})
+    else:
+        await redis.set(keys.limits_used, 1)
 
 
 # The most keys one limits_due call serves (more wait for the next call).

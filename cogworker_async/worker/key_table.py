@@ -69,6 +69,7 @@ TYPED: dict[str, ExpectedType] = {
     "limit_parked": "list",
     "limit_config": "hash",
     "limits_used": "string",
+    "fair_used": "string",
     "limit_window": "zset",
     "limit_pause": "string",
     "limit_bucket": "hash",
@@ -99,6 +100,10 @@ NOT_GUARDED: dict[str, str] = {
     "result_ready": "a pub/sub channel, not a key",
     "tracking_prefix": "a prefix (status, result, result_gone)",
     "limits_prefix": "a prefix (limit_slots and the limits' ~ keys)",
+    "fair_base": "a hash beside its lists under one prefix; includes/fair.lua calls it "
+    "under pcall: a wrong type only stops that queue's fair turns",
+    "fair_ring": "a list under fair_base's prefix, read under pcall as fair_base",
+    "fair_jobs": "a list under fair_base's prefix, read under pcall as fair_base",
 }
 
 # Keys of a family whose type differs from the family's: periodic's three hashes

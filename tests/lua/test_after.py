@@ -74,13 +74,16 @@ async def test_each_move_of_a_prerequisite_releases_ends_or_leaves_its_dependent
 ) -> None:
     pre = new_jid()
     limited = State.HELD in (transition.source, transition.target)
-    job = table.Job(redis, keys, pre, make_job(jid=pre, **(table.LIMITED if limited else {})))
+    fair = State.IN_LINE in (transition.source, transition.target)
+    fields = {**(table.LIMITED if limited else {}), **(table.FAIR if fair else {})}
+    job = table.Job(redis, keys, pre, make_job(jid=pre, **fields))
     # ME's list is registered, as a worker's first beat does: where the
     # enqueue (and an abort) look for running jobs.
     await redis.sadd(keys.in_progress_identities, ME)
     await table.put(job, transition.source)
-    if transition.source is State.HELD:
-        # A held job is in no place the enqueue walks: tracked, it is known.
+    if transition.source in (State.HELD, State.IN_LINE):
+        # A held job, or one on a fair key's line, is in no place the enqueue
+        # walks: tracked, it is known.
         await redis.hset(keys.status(pre), mapping={"state": "queued"})
     dep, reply = await waits(redis, keys, {pre: "fail"})
     assert reply == after.AfterReply("waiting", waiting_on=1)

@@ -148,9 +148,11 @@ async def test_each_move_counts_a_members_end_once_and_nothing_else(
 ) -> None:
     bid = await open_batch(redis, keys)
     jid = new_jid()
-    # The moves in and out of "held" are a limited job's (a limit of its own).
+    # The moves in and out of "held" are a limited job's (a limit of its own),
+    # in and out of "in_line" a fair job's.
     limited = State.HELD in (transition.source, transition.target)
-    fields = table.LIMITED if limited else {}
+    fair = State.IN_LINE in (transition.source, transition.target)
+    fields = {**(table.LIMITED if limited else {}), **(table.FAIR if fair else {})}
     job = MemberJob(redis, keys, jid, make_job(jid=jid, batch=bid, **fields))
     key = (transition.script, transition.source, transition.target)
     if key not in table.PLACED_BY_MOVE:

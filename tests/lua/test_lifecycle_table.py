@@ -85,6 +85,12 @@ async def put(job: Job, state: State | None) -> None:
         assert await fetch_one(redis, keys) == job.raw
     elif state is State.HELD:
         await redis.lpush(keys.limit_parked(LIMIT), job.raw)
+    elif state is State.IN_LINE:
+        # As fair.lua's fair_line leaves it: on its key's line, the key on the ring.
+        await limits_store.mark_limits_used(redis, keys, fair=True)
+        await redis.hset(keys.fair_base("default"), FAIR_KEY, 1)
+        await redis.lpush(keys.fair_ring("default"), FAIR_KEY)
+        await redis.lpush(keys.fair_jobs("default", FAIR_KEY), job.raw)
     elif state is State.PARKED:
         await redis.rpush(keys.repeat_orphans, job.raw)
     elif state is State.WAITING:
@@ -296,6 +302,38 @@ LIMIT = "one"
 LIMITED = {"limits": [["concurrency", LIMIT, 1]], "limit_slots": [LIMIT]}
 
 
+FAIR_KEY = "tenant"
+FAIR = {"fair": [FAIR_KEY, 1]}
+
+
+async def onto_its_line(job: Job) -> None:
+    """A fetch meets the fair job behind another key's (taken first): both go
+    onto their lines, and a plain job newer than both is taken instead; one
+    more left on the queue keeps the line's job from being fed back."""
+    redis, keys = job.redis, job.keys
+    await limits_store.mark_limits_used(redis, keys, fair=True)
+    await redis.rpush(keys.queue("default"), make_job(jid=new_jid(), fair=["other", 1]))
+    await enqueue(redis, keys, "default", make_job(jid=new_jid()), make_job(jid=new_jid()))
+    await fetch_one(redis, keys)
+
+
+async def fed_back(job: Job) -> None:
+    """A plain job is taken and the queue is left empty: the line's job is fed
+    onto it for a blocking wait."""
+    await enqueue(job.redis, job.keys, "default", make_job(jid=new_jid()))
+    assert await fetch_one(job.redis, job.keys) != job.raw
+
+
+async def turn_over_a_limit(job: Job) -> None:
+    """Its key's turn comes while another job holds its limit's one slot."""
+    await limits_store.mark_limits_used(job.redis, job.keys, fair=True)
+    await job.redis.sadd(job.keys.limit_slots(LIMIT), new_jid())
+    got = await commands.fetch(
+        job.redis, job.keys, identity=ME, queues=["default"], want=1, acks=[], reliable=True
+    )
+    assert got.jobs == []
+
+
 async def hold_back(job: Job, *, blocking: bool = False) -> None:
     """Another job of the key holds its one slot: ``job`` is taken (by a fetch,
     or by a blocking wait, as the running job was, then ``admit_taken``) and held."""
@@ -460,6 +498,19 @@ MOVES: dict[tuple[str, State | None, State], Move] = {
             j.redis, j.keys.queue("default"), pop=1, kind="list", kinds=holds.kinds_table(j.keys)
         )
     ),
+    ("fetch", S.QUEUED, S.IN_LINE): onto_its_line,
+    ("fetch", S.IN_LINE, S.RUNNING): lambda j: expect(fetch_one(j.redis, j.keys)),
+    ("fetch", S.IN_LINE, S.HELD): turn_over_a_limit,
+    ("fetch", S.IN_LINE, S.QUEUED): fed_back,
+    ("drop_jobs", S.IN_LINE, S.DISCARDED): lambda j: expect(
+        locks.drop_jobs(
+            j.redis,
+            j.keys.fair_jobs("default", FAIR_KEY),
+            pop=1,
+            kind="list",
+            kinds=holds.kinds_table(j.keys),
+        )
+    ),
     ("after_enqueue", None, S.WAITING): arrives_after,
     ("after_enqueue", None, S.QUEUED): lambda j: arrives_after(j, status="complete"),
     ("after_enqueue", None, S.FAILED): lambda j: arrives_after(j, status="failed"),
@@ -498,7 +549,9 @@ async def test_the_script_moves_the_job_from_source_to_target(
 ) -> None:
     jid = new_jid()
     limited = State.HELD in (transition.source, transition.target)
-    job = Job(redis, keys, jid, make_job(jid=jid, **(LIMITED if limited else {})))
+    fair = State.IN_LINE in (transition.source, transition.target)
+    fields = {**(LIMITED if limited else {}), **(FAIR if fair else {})}
+    job = Job(redis, keys, jid, make_job(jid=jid, **fields))
     if _key(transition) not in PLACED_BY_MOVE:
         await put(job, transition.source)
         before = [Place.GONE] if transition.source is None else [transition.source.place]
