@@ -5,6 +5,8 @@ Modes:
   middleware  the same through one pass-through server middleware
   weighted  20,000 no-op jobs split evenly over queues a:3, b:2, c:1, concurrency 50
   io        5,000 jobs that each ``await asyncio.sleep(0.01)``, concurrency 100
+  limit_key, limit_global  noop with one per-key / one global concurrency limit
+            that is never full (issue 23: what a limited job pays)
   fair      noop's 20,000 jobs, each fair over 100 keys (``limits.fair``): taken by turns
 
 All jobs are enqueued first (``enqueue_many``, timed on its own), then a worker
@@ -86,6 +88,29 @@ with contextlib.suppress(TypeError):
         50,
         ("default",),
         jobs.noop.options(unique="until_executed"),  # type: ignore[call-arg, unused-ignore]
+    )
+
+# Issue 23's limits (point 8): a no-op job with one per-key concurrency limit
+# (1,000 keys of 50: never the bottleneck, so what is measured is the
+# admission's cost), and one global limit of 1,000 (c=50: never full either).
+with contextlib.suppress(ImportError, TypeError):
+    from cogworker_async import limits
+
+    MODES["limit_key"] = Mode(
+        "limit_key",
+        "throughput noop, 1 per-key concurrency limit (20,000 jobs, c=50, 1,000 keys)",
+        20_000,
+        50,
+        ("default",),
+        jobs.noop.options(limits=[limits.concurrency(lambda i: f"acct:{i % 1000}", 50)]),  # type: ignore[call-arg, unused-ignore]
+    )
+    MODES["limit_global"] = Mode(
+        "limit_global",
+        "throughput noop, global concurrency limit 1,000 (20,000 jobs, c=50)",
+        20_000,
+        50,
+        ("default",),
+        jobs.noop.options(limits=[limits.concurrency("g", 1000)]),  # type: ignore[call-arg, unused-ignore]
     )
 
 

@@ -216,6 +216,11 @@ class Keys:
         """A limit key paused by ``limits.BackOff`` (a string with the pause's TTL)."""
         return f"{self.ns}:limits:~pause:{key}"
 
+    def limit_admitted(self, bucket: int | str) -> str:
+        """Admissions per limit key in one 10 s bucket of Redis's clock (a hash:
+        key -> admissions, kept 30 s; ``bucket`` = ms // 10,000): admitted/s."""
+        return f"{self.ns}:limits:~admitted:{bucket}"
+
     @property
     def limit_due(self) -> str:
         """Window limits with held jobs: key -> when it reopens (ms; a sorted set)."""

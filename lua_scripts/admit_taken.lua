@@ -7,6 +7,7 @@
 -- ARGV[1] = the job, as taken
 -- ARGV[2] = the limits prefix (keys.limits_prefix)
 -- ARGV[3] = "reliable" (the job is on KEYS[1]) or "basic" (popped)
+-- An admission is counted for admitted/s (includes/limits.lua flush_admitted).
 -- Returns 1: admitted, run it; 0: parked, not to run; 2: no longer on the
 --   in-progress list (recovery requeued it meanwhile): not to run, and no
 --   slot taken for it.
@@ -21,6 +22,7 @@ if reliable and not redis.call("LPOS", KEYS[1], job) then
   return 2
 end
 if admit_job(job, ARGV[2]) then
+  flush_admitted(ARGV[2])
   return 1
 end
 if reliable then

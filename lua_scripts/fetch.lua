@@ -29,7 +29,8 @@
 --   names limits is admitted only while each has room, else parked on the
 --   first full one's list instead of taken (includes/limits.lua, admit_job);
 --   only when <prefix>~used exists (keys.limits_used): a namespace without
---   limits pays one EXISTS a call, nothing a job. With <prefix>~fair too
+--   limits pays one EXISTS a call, nothing a job; the admissions are counted
+--   per key once a call (flush_admitted: admitted/s). With <prefix>~fair too
 --   (keys.fair_used), each queue's fair jobs are moved onto their key's line
 --   and taken by turns after its plain jobs (includes/fair.lua)
 -- then, last and only when some acked job carries one, the ends block: e, the
@@ -265,5 +266,10 @@ if unique_prefix ~= nil and unique_prefix ~= "" then
       end
     end
   end
+end
+-- The admissions of this call, counted (includes/fair.lua admits too): nothing
+-- to do when none was counted.
+if limits_prefix ~= nil and limits_prefix ~= "" then
+  flush_admitted(limits_prefix)
 end
 return {taken, missing, broken, sources, renewals, end_failures}

@@ -17,7 +17,7 @@ retry, dead and schedule sets), ``running`` (processes, what they run,
 signals), ``quarantine`` (keys the key guard moved aside), ``periodic``
 (periodic entries: list, run now, pause/resume), ``locks`` (unique-job locks: list,
 delete, delete the orphaned), ``limits`` (rate and concurrency limits: list,
-set, clear), ``batches`` (batches: recent, one in full); ``_common`` holds
+set, clear, delete held jobs), ``batches`` (batches: recent, one in full); ``_common`` holds
 the shared helpers. Import from here: the submodules are not the interface.
 """
 
@@ -35,6 +35,7 @@ from cogworker_async.api.history import (
 from cogworker_async.api.limits import (
     FairLine,
     LimitInfo,
+    clear_held,
     clear_limit,
     list_fair,
     list_limits,
@@ -132,6 +133,7 @@ __all__ = [
     "UnknownQueueError",
     "busy",
     "check_jid",
+    "clear_held",
     "clear_limit",
     "clear_queue",
     "delete",

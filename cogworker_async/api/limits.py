@@ -1,5 +1,6 @@
 """Rate and concurrency limits, for a human: what each key holds now
-(``limits list``), and its run-time limit (``limits set`` / ``limits clear``).
+(``limits list``), its run-time limit (``limits set`` / ``limits clear``), and
+an operator's removal of held jobs (``limits clear-held``, ``clear Q``).
 
 The keys are found by SCAN under ``<ns>:limits:`` (bounded: ``_SCAN_COUNT`` a
 call), their numbers read in one pipeline.
@@ -12,13 +13,16 @@ from typing import Any
 
 from redis.asyncio import Redis
 
+from cogworker_async import holds
 from cogworker_async.api._common import _SCAN_COUNT, _glob_escape
 from cogworker_async.keys import Keys
 from cogworker_async.limits.declarations import check_key_text
 from cogworker_async.store import limits as store
+from cogworker_async.store import locks
 from cogworker_async.store.fair import FairLine, fair_lines
 from cogworker_async.store.replies import loose_text
 from cogworker_async.timing import check_duration
+from cogworker_async.unique.drop import drop_all
 
 __all__ = ["FairLine", "LimitInfo", "clear_limit", "list_fair", "list_limits", "set_limit"]
 
@@ -30,13 +34,15 @@ _PARTS = ("parked", "window", "pause")
 class LimitInfo:
     """One limit key now: jobs running with its slot, jobs held on it, its
     run-time limit (``limits set``; None: the jobs' own), seconds its pause
-    (``limits.BackOff``) has left (None: not paused)."""
+    (``limits.BackOff``) has left (None: not paused), jobs admitted a second
+    (over the last full 10 s of Redis's clock)."""
 
     key: str
     running: int
     held: int
     limit: str | None
     paused: float | None
+    admitted: float = 0.0
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -56,7 +62,8 @@ def _shown(value: str) -> str:
 
 
 async def list_limits(redis: Redis, keys: Keys) -> list[LimitInfo]:
-    """Every key with a slot taken, a job held, a pause or a run-time limit, by name."""
+    """Every key with a slot taken, a job held, a pause, a run-time limit or an
+    admission in the last full 10 s, by name."""
     names: set[str] = set()
     pattern = _glob_escape(keys.limits_prefix) + "*"
     async for found in redis.scan_iter(match=pattern, count=_SCAN_COUNT):
@@ -67,6 +74,9 @@ async def list_limits(redis: Redis, keys: Keys) -> list[LimitInfo]:
         loose_text(k): loose_text(v) for k, v in (await redis.hgetall(keys.limit_config)).items()
     }
     names |= set(config)
+    bucket = store.last_full_bucket(await redis.time())
+    admitted = store.admitted_per_second(await redis.hgetall(keys.limit_admitted(bucket)))
+    names |= set(admitted)
     ordered = sorted(names)
     async with redis.pipeline(transaction=False) as pipe:
         for name in ordered:
@@ -84,6 +94,7 @@ async def list_limits(redis: Redis, keys: Keys) -> list[LimitInfo]:
                 held if isinstance(held, int) else 0,
                 _shown(config[name]) if name in config else None,
                 pause_ms / 1000 if isinstance(pause_ms, int) and pause_ms > 0 else None,
+                admitted.get(name, 0.0),
             )
         )
     return rows
@@ -118,3 +129,49 @@ async def clear_limit(redis: Redis, keys: Keys, key: str) -> bool:
     False when it had neither."""
     check_key_text(key, "limits clear")
     return await store.set_limit(redis, keys, key, None)
+
+
+async def clear_held(redis: Redis, keys: Keys, key: str) -> int:
+    """Delete every job held on limit ``key`` (they never run); how many. Each is
+    removed with what it holds settled as an operator's delete (a unique lock
+    released, a batch counting it failed, a tracked job's status JobDeleted), in
+    atomic chunks, oldest first, up to the number held when called."""
+    check_key_text(key, "limits clear-held")
+    return await drop_all(
+        redis,
+        keys.limit_parked(key),
+        kind="list",
+        kinds=holds.kinds_table(keys),
+        tracking_prefix=keys.tracking_prefix,
+    )
+
+
+HELD_WINDOW = 1000
+"""Held jobs looked at per ``drop_jobs.lua`` call when a queue is cleared."""
+
+
+async def clear_held_of_queue(
+    redis: Redis, keys: Keys, queue: str, *, window: int = HELD_WINDOW
+) -> int:
+    """Delete every held job of ``queue``, on whichever limit key it is held (each
+    key's list walked in windows; the others keep their places); how many.
+    A namespace that never used limits has none: no SCAN there."""
+    removed = 0
+    if not await redis.exists(keys.limits_used):
+        return 0
+    pattern = _glob_escape(keys.limit_parked("")) + "*"
+    held_keys = [loose_text(k) async for k in redis.scan_iter(match=pattern, count=_SCAN_COUNT)]
+    for key in sorted(set(held_keys)):
+        start = 0
+        while start >= 0:
+            got, start = await locks.drop_held(
+                redis,
+                key,
+                queue=queue,
+                start=start,
+                window=window,
+                kinds=holds.kinds_table(keys),
+                tracking_prefix=keys.tracking_prefix,
+            )
+            removed += got
+    return removed

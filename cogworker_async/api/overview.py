@@ -17,6 +17,7 @@ from redis.exceptions import ResponseError
 
 from cogworker_async import holds
 from cogworker_async.api._common import _is_wrong_type, _set_members, _warn_wrong_type
+from cogworker_async.api.limits import clear_held_of_queue
 from cogworker_async.api.running import processes
 from cogworker_async.keys import Keys
 from cogworker_async.settings import check_queue_name
@@ -222,13 +223,15 @@ async def clear_queue(redis: Redis, keys: Keys, queue: str) -> int:
     releasing the locks the jobs it removed hold (unique, periodic
     running); the count is exactly
     what was removed. A key of the wrong type is left alone.
-    The queue stays listed (and paused, if it was). The lines of its fair
-    keys (``limits.fair``) are cleared the same way; their keys leave the
-    ring at their next turn (the fetch drops a key with no jobs).
+    The queue stays listed (and paused, if it was). Its jobs held by a limit
+    are removed first (``api.limits.clear_held_of_queue``): one let in
+    meanwhile goes to the queue, removed next. The lines of its fair keys
+    (``limits.fair``) are cleared the same way; their keys leave the ring at
+    their next turn (the fetch drops a key with no jobs).
     """
     key = keys.queue(check_queue_name(queue))
+    removed = await clear_held_of_queue(redis, keys, queue)
     lines = [keys.fair_jobs(queue, line.key) for line in await fair_lines(redis, keys, [queue])]
-    removed = 0
     for one in (key, *lines):
         try:
             # With the unique locks the removed jobs hold (unique/drop.py).

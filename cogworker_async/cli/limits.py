@@ -1,5 +1,5 @@
-"""``cogworker-async limits list|set KEY LIMIT [--per SECONDS]|clear KEY``: thin,
-over ``api.limits``."""
+"""``cogworker-async limits list|set KEY LIMIT [--per SECONDS]|clear KEY|clear-held KEY``:
+thin, over ``api.limits``."""
 
 from __future__ import annotations
 
@@ -11,13 +11,16 @@ from typing import Annotated
 import typer
 
 from cogworker_async import api
-from cogworker_async.cli.admin import JsonFlag, Namespace, RedisUrl, Runner
+from cogworker_async.cli.admin import JsonFlag, Namespace, RedisUrl, Runner, confirm
 
 
 def _line(row: api.LimitInfo) -> str:
     limit = row.limit or "as declared"
     paused = f"\tpaused {row.paused:.0f}s more" if row.paused is not None else ""
-    return f"{row.key}\trunning {row.running}\theld {row.held}\tlimit {limit}{paused}"
+    return (
+        f"{row.key}\trunning {row.running}\theld {row.held}\tlimit {limit}"
+        f"\tadmitted {row.admitted:g}/s{paused}"
+    )
 
 
 def _fair_line(line: api.FairLine) -> str:
@@ -35,8 +38,9 @@ def register(app: typer.Typer, *, run: Runner, fail: Callable[[str, int], typer.
         namespace: Namespace = None,
     ) -> None:
         """Every limit key in use: jobs running with its slot, jobs held on it, its
-        run-time limit, the time its pause (limits.BackOff) has left; then the
-        fair keys with jobs waiting (as `limits fair`)."""
+        run-time limit, jobs admitted a second (the last full 10 s), the time its
+        pause (limits.BackOff) has left; then the fair keys with jobs waiting (as
+        `limits fair`)."""
         result = run(redis_url, namespace, api.list_limits)
         if json_out:
             typer.echo(json.dumps([row.as_dict() for row in result], indent=2))
@@ -98,3 +102,19 @@ def register(app: typer.Typer, *, run: Runner, fail: Callable[[str, int], typer.
         if not cleared:
             raise fail(f"{key}: no run-time limit or pause to clear", 1)
         typer.echo(f"{key}: cleared")
+
+    @limits.command("clear-held")
+    def limits_clear_held(
+        key: Annotated[str, typer.Argument(help="The limit's key")],
+        yes: Annotated[bool, typer.Option("--yes", help="Do not ask")] = False,
+        redis_url: RedisUrl = None,
+        namespace: Namespace = None,
+    ) -> None:
+        """Delete every job held on KEY (they never run; what they hold is released,
+        a batch counts them failed); asks first. One job: `abort JID`."""
+        confirm(f"delete every job held on limit {key}", yes=yes, fail=fail)
+        try:
+            removed = run(redis_url, namespace, lambda r, k: api.clear_held(r, k, key))
+        except (ValueError, TypeError) as exc:
+            raise fail(str(exc), 2) from None
+        typer.echo(f"deleted {removed} held job(s) of {key}")

@@ -144,7 +144,8 @@ def register(
         redis_url: RedisUrl = None,
         namespace: Namespace = None,
     ) -> None:
-        """Delete every job waiting on QUEUE (it stays listed, and paused if it was); asks first."""
+        """Delete every job waiting on QUEUE or held of it by a limit (it stays listed, and
+        paused if it was); asks first."""
         if queue is not None:
             check_queue(queue, fail)
         settings = build_settings(redis_url=redis_url, namespace=namespace)

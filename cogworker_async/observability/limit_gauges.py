@@ -1,6 +1,7 @@
-"""The limits as a scrape sees them: per key, the jobs running with a slot and the
-jobs held on it (``cogworker_limit_running`` / ``cogworker_limit_held``, label
-``key``), and their totals.
+"""The limits as a scrape sees them: per key, the jobs running with a slot, the
+jobs held on it and the jobs admitted a second over the last full 10 s
+(``cogworker_limit_running`` / ``cogworker_limit_held`` /
+``cogworker_limit_admitted_per_second``, label ``key``), and their totals.
 
 The keys are found by a bounded SCAN of ``<ns>:limits:*`` (at most
 ``SCAN_CALLS`` calls; ``cogworker_limits_complete`` says 0 when it stopped
@@ -18,6 +19,7 @@ import redis
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from cogworker_async.keys import Keys
+from cogworker_async.store.limits import admitted_per_second, last_full_bucket
 from cogworker_async.store.replies import count as _count
 
 SCAN_CALLS = 20
@@ -27,10 +29,12 @@ KEYS_SHOWN = 100
 
 @dataclass(slots=True)
 class LimitCounts:
-    """``(running, held)`` by key; ``complete``: the SCAN saw every key."""
+    """``(running, held)`` by key; ``complete``: the SCAN saw every key;
+    ``admitted``: jobs admitted a second by key (the last full 10 s)."""
 
     keys: dict[str, tuple[int, int]] = field(default_factory=dict)
     complete: bool = True
+    admitted: dict[str, float] = field(default_factory=dict)
 
 
 def _glob_escape(text: str) -> str:
@@ -61,6 +65,9 @@ def read_limits(client: redis.Redis, keys: Keys) -> LimitCounts:
         if calls >= SCAN_CALLS:
             complete = False
             break
+    bucket = last_full_bucket(client.time())
+    admitted = admitted_per_second(client.hgetall(keys.limit_admitted(bucket)))
+    names |= set(admitted)
     ordered = sorted(names)
     with client.pipeline(transaction=False) as pipe:
         for name in ordered:
@@ -70,7 +77,7 @@ def read_limits(client: redis.Redis, keys: Keys) -> LimitCounts:
     counts = {
         name: (_count(replies[2 * i]), _count(replies[2 * i + 1])) for i, name in enumerate(ordered)
     }
-    return LimitCounts(counts, complete)
+    return LimitCounts(counts, complete, admitted)
 
 
 def limit_families(counts: LimitCounts | None) -> Iterator[Metric]:
@@ -80,11 +87,19 @@ def limit_families(counts: LimitCounts | None) -> Iterator[Metric]:
     held = GaugeMetricFamily(
         "cogworker_limit_held", "Jobs held by the key's limit, waiting for room", labels=["key"]
     )
+    admitted = GaugeMetricFamily(
+        "cogworker_limit_admitted_per_second",
+        "Jobs the key's limit admitted a second, over the last full 10 s",
+        labels=["key"],
+    )
     totals = {
         "running": GaugeMetricFamily(
             "cogworker_limits_running", "Jobs running with a concurrency slot, every key"
         ),
         "held": GaugeMetricFamily("cogworker_limits_held", "Jobs held by a limit, every key"),
+        "admitted": GaugeMetricFamily(
+            "cogworker_limits_admitted_per_second", "Admissions a second, every key"
+        ),
         "complete": GaugeMetricFamily(
             "cogworker_limits_complete", "1 when the scrape saw every limit key"
         ),
@@ -94,9 +109,13 @@ def limit_families(counts: LimitCounts | None) -> Iterator[Metric]:
         for key, (in_use, waiting) in shown[:KEYS_SHOWN]:
             running.add_metric([key], in_use)
             held.add_metric([key], waiting)
+        for key, rate in sorted(counts.admitted.items(), key=lambda item: -item[1])[:KEYS_SHOWN]:
+            admitted.add_metric([key], rate)
+        totals["admitted"].add_metric([], sum(counts.admitted.values()))
         totals["running"].add_metric([], sum(r for r, _ in counts.keys.values()))
         totals["held"].add_metric([], sum(h for _, h in counts.keys.values()))
         totals["complete"].add_metric([], int(counts.complete))
     yield running
     yield held
+    yield admitted
     yield from totals.values()

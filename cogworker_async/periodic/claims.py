@@ -18,16 +18,19 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from collections.abc import Sequence
 
 from redis.asyncio import Redis
 
 from cogworker_async import payload
 from cogworker_async.keys import Keys
+from cogworker_async.limits import LIMITS
 from cogworker_async.periodic.entries import Entry
 from cogworker_async.periodic.timing import claim_life
 from cogworker_async.store import guard
 from cogworker_async.store.faults import is_outage
+from cogworker_async.store.limits import MARK_EVERY, mark_limits_used
 from cogworker_async.store.periodic import (
     ClaimOutcome,
     SlotClaim,
@@ -75,9 +78,12 @@ class Claimer:
         self._failing: set[str] = set()  # entries whose failed claim was logged
         self._digests: dict[str, tuple[Entry, str]] = {}
         self.pushed = 0
+        self._limits_marked = -MARK_EVERY
 
     async def claim(self, wanted: Sequence[Wanted], now: float) -> int:
         """Claim each (entry, slot) in one pipeline; returns how many this process pushed."""
+        if any(LIMITS in w[0].options for w in wanted):
+            await self._mark_limits()
         claims = [self._slot_claim(w, now) for w in wanted]
         outcomes = await claim_slots(self._redis, self._keys, claims)
         retry: list[int] = []
@@ -93,6 +99,15 @@ class Claimer:
             pushed += self._handle(entry, slot, outcome)
         self.pushed += pushed
         return pushed
+
+    async def _mark_limits(self) -> None:
+        """As a client does: limits are in use (``Keys.limits_used``) before a run
+        with limits is pushed, or the fetch would take it unchecked; again every
+        ``MARK_EVERY`` s (a Redis that lost its data)."""
+        at = time.monotonic()
+        if at - self._limits_marked >= MARK_EVERY:
+            await mark_limits_used(self._redis, self._keys)
+            self._limits_marked = at
 
     def _slot_claim(self, wanted: Wanted, now: float) -> SlotClaim:
         entry, slot, catch_up, interval = wanted

@@ -21,11 +21,12 @@ so ``cogworker_async.periodic.entries`` still resolves.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, ParamSpec, TypeVar, Unpack
 
 from cogworker_async.job_options import RUN_OPTIONS, RunOptionArgs, known_only
 from cogworker_async.jobs import JobFunction, RetryIn, job
+from cogworker_async.limits import Limit
 from cogworker_async.periodic.declared import blame_the_declaration
 from cogworker_async.periodic.entries import (
     ENTRY_OPTIONS,
@@ -41,7 +42,15 @@ R = TypeVar("R")
 
 class PeriodicOptionArgs(EntryOptionArgs, RunOptionArgs, total=False):
     """``@periodic``'s options: the entry's (``EntryOptionArgs``: ``name`` is the
-    entry's) and the job's (``RunOptionArgs``), each declared once there."""
+    entry's) and the job's (``RunOptionArgs``), each declared once there, and
+    the job's ``limits`` (``JobOptionArgs``): each run is held as an enqueued
+    job would be."""
+
+    limits: Sequence[Limit] | None
+
+
+# The job options @periodic takes: how a job runs, and its limits.
+_JOB_OPTIONS = RUN_OPTIONS | {"limits"}
 
 
 class Periodic:
@@ -65,7 +74,7 @@ class Periodic:
     ) -> Callable[[Callable[P, R] | JobFunction[P, R]], JobFunction[P, R]]:
         """Make the function a job (as ``@job`` with ``job_name``, ``retry_in`` and the
         job options, ``RunOptionArgs``: ``queue``, ``retry``, ``timeout``,
-        ``keep_result``, ``status``, ``backtrace``) and declare its periodic
+        ``keep_result``, ``status``, ``backtrace``, and ``limits``) and declare its periodic
         entry: ``schedule`` is a cron expression (five fields, or six with a
         leading seconds field: ``"*/2 * * * * *"``) read in zone ``tz``, or a
         number of seconds (``every``). ``name`` names the entry (default: the
@@ -73,10 +82,10 @@ class Periodic:
         a ``@job`` function, that job is used as it is (the job options here
         must then be left out). Checked here, at import: a bad expression or
         zone raises."""
-        known_only(options, ENTRY_OPTIONS | RUN_OPTIONS, "@periodic")
+        known_only(options, ENTRY_OPTIONS | _JOB_OPTIONS, "@periodic")
         entry_options: dict[str, Any] = {k: v for k, v in options.items() if k in ENTRY_OPTIONS}
         job_options: dict[str, Any] = {
-            k: v for k, v in options.items() if k in RUN_OPTIONS and v is not None
+            k: v for k, v in options.items() if k in _JOB_OPTIONS and v is not None
         }
         if isinstance(schedule, bool) or not isinstance(schedule, str | int | float):
             raise TypeError(f"@periodic takes a cron expression or seconds, got {schedule!r}")

@@ -16,6 +16,7 @@ from cronsim import CronSim, CronSimError
 
 from cogworker_async.job_options import carried_options, known_only
 from cogworker_async.jobs import BoundJob, JobFunction
+from cogworker_async.limits import payload_fields
 from cogworker_async.periodic.declared import blame_the_declaration
 from cogworker_async.periodic_entry import Entry, Misfire
 from cogworker_async.timing import check_duration
@@ -75,14 +76,32 @@ _CRON_OPTIONS = frozenset(CronOptionArgs.__optional_keys__)
 def _job_of(
     job: JobFunction[Any, Any] | BoundJob[Any, Any] | str,
 ) -> tuple[str, str | None, dict[str, Any]]:
-    """The job's name, queue, and the options ``.options(...)`` set (None left out)."""
+    """The job's name, queue, and the options ``.options(...)`` set (None left out);
+    its limits (``@job``'s own too) as the ``limits`` of its runs' payloads."""
     if isinstance(job, BoundJob):
-        return job.name, job.options.queue, carried_options(job.options)
+        carried = carried_options(job.options)
+        if job.options.limits:
+            carried["limits"] = job.options.limits
+        return job.name, job.options.queue, carried
     if isinstance(job, JobFunction):
-        return job.name, job.defaults.queue, {}
+        limits = job.defaults.limits
+        return job.name, job.defaults.queue, ({"limits": limits} if limits else {})
     if isinstance(job, str):
         return job, None, {}
     raise TypeError(f"expected a @job function, its .options(...) or a job name, got {job!r}")
+
+
+def _with_limits(
+    carried: dict[str, Any], args: Sequence[Any], kwargs: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``carried`` with its limits as a payload carries them (``limits`` and
+    ``limit_slots``, every key resolved on the entry's arguments, once): the
+    fetch holds each run like any enqueued job; a key that cannot be resolved
+    is refused here, at the declaration."""
+    limits = carried.pop("limits", None)
+    if limits:
+        carried.update(payload_fields(limits, args, kwargs))
+    return carried
 
 
 def _check(entry: Entry) -> Entry:
@@ -106,14 +125,15 @@ def _entry(
     """What ``every`` and ``cron`` share: the job's name and queue, the Entry, checked."""
     given = {option: value for option, value in options.items() if value is not None}
     job_name, job_queue, carried = _job_of(job)
+    args, kwargs = tuple(given.pop("args", ())), dict(given.pop("kwargs", {}))
     return _check(
         Entry(
             given.pop("name", None) or job_name,
             job_name,
             given.pop("queue", None) or job_queue or "default",
-            tuple(given.pop("args", ())),
-            dict(given.pop("kwargs", {})),
-            options=carried,
+            args,
+            kwargs,
+            options=_with_limits(carried, args, kwargs),
             **given,
             **schedule,
         )

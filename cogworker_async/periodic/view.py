@@ -17,6 +17,7 @@ from redis.exceptions import ResponseError
 
 from cogworker_async import payload
 from cogworker_async.keys import Keys
+from cogworker_async.limits import LIMITS
 from cogworker_async.periodic.entries import Entry
 from cogworker_async.periodic.readers import unread_queues
 from cogworker_async.periodic.ticker import redis_now
@@ -24,6 +25,7 @@ from cogworker_async.periodic.timing import next_slot
 from cogworker_async.settings import check_queue_name
 from cogworker_async.store import enqueues, locks
 from cogworker_async.store.faults import is_wrong_type
+from cogworker_async.store.limits import mark_limits_used
 from cogworker_async.store.periodic import paused_entries, set_entry_paused
 from cogworker_async.store.replies import text
 
@@ -269,5 +271,7 @@ async def run_now(redis: Redis, keys: Keys, name: str, *, force: bool = False) -
     if not entry.overlap:
         ttl = max(1, int(entry.queued_ttl * 1000))
         await locks.take_lease(redis, keys.periodic_running(entry.name), jid, ttl)
+    if LIMITS in entry.options:  # as the ticker does: the fetch checks it
+        await mark_limits_used(redis, keys)
     await enqueues.push(redis, keys, entry.queue, [payload.encode_job(job)])
     return jid

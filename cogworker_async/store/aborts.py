@@ -100,7 +100,8 @@ async def abort_entry(
 async def remove_waiting(
     redis: Redis, keys: Keys, jid: str, *, window: int = WINDOW
 ) -> Removed | None:
-    """Remove job ``jid`` from wherever it waits (schedule, retry, a queue); None if none.
+    """Remove job ``jid`` from wherever it waits (schedule, retry, a queue, held by a
+    limit); None if none.
 
     A key of ours with the wrong type (the key guard's business) is passed over
     with one warning naming it: the job may wait in the next one."""
@@ -117,8 +118,18 @@ async def remove_waiting(
     except ResponseError as exc:
         _pass_over(keys.queues, exc)
         names = []
-    for name in names:
-        source = keys.queue(name)
+    sources = [keys.queue(name) for name in names]
+    # Then the jobs held by a limit (a parked list per key: a job goes there
+    # from a queue, so a job moving on meanwhile is met further on); looked
+    # for only in a namespace that uses limits (no SCAN otherwise).
+    try:
+        if await redis.exists(keys.limits_used):
+            sources += sorted(
+                [text(k) async for k in redis.scan_iter(match=_held_pattern(keys), count=window)]
+            )
+    except ResponseError as exc:
+        _pass_over(keys.limit_parked("*"), exc)
+    for source in sources:
         start = 0
         try:
             while start >= 0:
@@ -131,6 +142,12 @@ async def remove_waiting(
         except ResponseError as exc:
             _pass_over(source, exc)
     return None
+
+
+def _held_pattern(keys: Keys) -> str:
+    """SCAN's MATCH for every parked list of the namespace (its glob characters escaped)."""
+    prefix = keys.limit_parked("")
+    return "".join(f"\\{c}" if c in "*?[]\\" else c for c in prefix) + "*"
 
 
 async def remove_unsettled(

@@ -4,11 +4,13 @@ what ``limits list/set/clear`` read and write (``cogworker_async.limits``)."""
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 
 from redis.asyncio import Redis
 
 from cogworker_async import holds
 from cogworker_async.keys import Keys
+from cogworker_async.store.replies import loose_text
 from cogworker_async.store.scripts import script
 
 # What the payload of a job with limits contains (a plain one is not looked at).
@@ -32,6 +34,11 @@ async def admit_taken(
         [job, keys.limits_prefix, "reliable" if reliable else "basic"],
     )
     return Admission(int(reply))
+
+
+# s between two "limits are in use" of a writer that is not a Client (the
+# periodic ticker): as often as a Client's (client/enqueueing.py).
+MARK_EVERY = 10.0
 
 
 async def mark_limits_used(redis: Redis, keys: Keys, *, fair: bool = False) -> None:
@@ -108,3 +115,27 @@ async def settle_points(
         [keys.limits_prefix, key, repr(give_back), points, repr(interval_ms)],
     )
     return float(reply)
+
+
+# Admissions are counted per key in buckets of this many ms of Redis's clock
+# (includes/limits.lua count_admitted); admitted/s is the last full bucket's.
+ADMITTED_BUCKET_MS = 10_000
+
+
+def last_full_bucket(redis_time: tuple[int, int]) -> int:
+    """The bucket (``Keys.limit_admitted``) just before the one ``redis_time``
+    (Redis's TIME: seconds, µs) falls in: the last one no admission adds to."""
+    seconds, micros = redis_time
+    return (seconds * 1000 + micros // 1000) // ADMITTED_BUCKET_MS - 1
+
+
+def admitted_per_second(counts: Mapping[bytes | str, bytes | str]) -> dict[str, float]:
+    """A bucket's hash read (HGETALL) as admissions per second by key; a field
+    that is no count is left out."""
+    rates = {}
+    for name, value in counts.items():
+        try:
+            rates[loose_text(name)] = int(value) * 1000 / ADMITTED_BUCKET_MS
+        except ValueError:
+            continue
+    return rates

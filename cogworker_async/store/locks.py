@@ -190,3 +190,22 @@ async def delete_orphan_locks(redis: Redis, found: Sequence[tuple[str, bytes]]) 
         redis, [key for key, _ in found], [holder for _, holder in found]
     )
     return [bool(int(one)) for one in reply]
+
+
+async def drop_held(
+    redis: Redis,
+    key: str,
+    *,
+    queue: str,
+    start: int,
+    window: int,
+    kinds: bytes | str = "",
+    tracking_prefix: str = "",
+) -> tuple[int, int]:
+    """Remove the jobs of ``queue`` in the window ``[start, start + window)`` of a
+    limit key's held jobs (``key``: ``<ns>:limits:~parked:<name>``), what they hold
+    settled as by ``drop_jobs``; how many were removed and the next window's start
+    (-1: the list ends)."""
+    args: list[EncodableArg] = ["held", kinds, tracking_prefix, time.time(), queue, start, window]
+    removed, next_start = await script("drop_jobs").run(redis, [key], args)
+    return int(removed), int(next_start)

@@ -75,6 +75,7 @@ TYPED: dict[str, ExpectedType] = {
     "limit_bucket": "hash",
     "limit_leaky": "string",
     "limit_points": "hash",
+    "limit_admitted": "hash",
     "limit_due": "zset",
     "limit_windows": "hash",
 }
@@ -141,6 +142,7 @@ _PREFIXED = (
     "limit_bucket",
     "limit_leaky",
     "limit_points",
+    "limit_admitted",
 )
 _HOLE = "\x00"
 

@@ -139,6 +139,65 @@ local function leaky_at(prefix, name)
   return tonumber(redis.call("GET", prefix .. "~leaky:" .. name))
 end
 
+-- Admissions per limit key (`limits list`, the Limits page, the scrape show
+-- admitted/s): check_job counts them here, per call; flush_admitted (once, at
+-- the end of a script that admits: fetch.lua, admit_taken.lua) adds them to
+-- the hash <prefix>~admitted:<10 s bucket of Redis's clock> (name ->
+-- admissions; kept 30 s), one HINCRBY per key a call, not per job.
+local admitted = nil
+
+local function count_admitted(names)
+  admitted = admitted or {}
+  for _, name in ipairs(names) do
+    admitted[name] = (admitted[name] or 0) + 1
+  end
+end
+
+-- flush_admitted(prefix): redis.pcall: a key of the wrong type never fails
+-- the step that admitted the jobs.
+local function flush_admitted(prefix)
+  if not admitted then
+    return
+  end
+  local bucket = prefix .. "~admitted:" .. math.floor(now_ms() / 10000)
+  local fresh = false
+  for name, n in pairs(admitted) do
+    fresh = redis.pcall("HINCRBY", bucket, name, n) == n or fresh
+  end
+  if fresh then
+    redis.pcall("PEXPIRE", bucket, 30000)
+  end
+  admitted = nil
+end
+
+-- One script call reads a key's run-time limit and pause once (check_job's
+-- own: no script that admits jobs changes them in the same call).
+local config_seen, pause_seen = {}, {}
+
+local function limit_of_once(prefix, name, n, period_ms)
+  local set = config_seen[name]
+  if set == nil then
+    set = redis.call("HGET", prefix .. "~config", name) or false
+    config_seen[name] = set
+  end
+  if set then
+    local a, b = string.match(set, "^(%d+) ?(%d*)$")
+    if a then
+      return tonumber(a), tonumber(b) or period_ms
+    end
+  end
+  return n, period_ms
+end
+
+local function paused_for_once(prefix, name)
+  local left = pause_seen[name]
+  if left == nil then
+    left = paused_for(prefix, name)
+    pause_seen[name] = left
+  end
+  return left
+end
+
 -- check_job(job, prefix): admits or parks the raw `job`: every limit it names
 -- is checked first, then (all have room) each takes its share; else the job
 -- is parked on the first full (or paused) one. Returns true when it may run,
@@ -149,13 +208,14 @@ local function check_job(job, prefix)
   if type(limits) ~= "table" or type(jid) ~= "string" or jid == "" then
     return true
   end
-  local slots, starts, takes, now = {}, {}, {}, nil
+  local slots, starts, takes, now, names = {}, {}, {}, nil, {}
   for _, limit in ipairs(limits) do
     local kind, name, n = limit[1], limit[2], tonumber(limit[3])
     if type(name) == "string" and n and is_held_key(prefix .. name, prefix) then
+      names[#names + 1] = name
       local period_ms = math.floor((tonumber(limit[4]) or 0) * 1000)
-      n, period_ms = limit_of(prefix, name, n, period_ms)
-      local paused = paused_for(prefix, name)
+      n, period_ms = limit_of_once(prefix, name, n, period_ms)
+      local paused = paused_for_once(prefix, name)
       if paused > 0 then
         now = now or now_ms()
         park(prefix, name, job, now + paused, spec_of(kind, n, period_ms))
@@ -164,14 +224,13 @@ local function check_job(job, prefix)
       if kind == "concurrency" then
         local key = prefix .. name
         -- Already a member: a job taken again (a requeue that found it running
-        -- on) holds its slot once.
-        if redis.call("SISMEMBER", key, jid) == 0 then
-          if redis.call("SCARD", key) >= n then
-            park(prefix, name, job)
-            return false
-          end
-          slots[#slots + 1] = key
+        -- on) holds its slot once (its SADD adds nothing). Asked only of a
+        -- full key: a key with room costs one SCARD.
+        if redis.call("SCARD", key) >= n and redis.call("SISMEMBER", key, jid) == 0 then
+          park(prefix, name, job)
+          return false
         end
+        slots[#slots + 1] = key
       elseif kind == "window" then
         if period_ms > 0 then
           now = now or now_ms()
@@ -243,6 +302,7 @@ local function check_job(job, prefix)
         "PX", math.ceil(take[3] - now + take[4]))
     end
   end
+  count_admitted(names)
   return true
 end
 

@@ -11,6 +11,7 @@ from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
 from tests.integration.test_admin_cli import _ok, _one_line_error
 from tests.integration.test_cli import cli
+from tests.integration.test_metrics import seed_admitted
 from tests.lua.support import make_job
 
 
@@ -26,7 +27,14 @@ def test_list_set_and_clear(settings: Settings, sync_client: sync_redis.Redis, k
 
     listed = json.loads(_ok(cli(settings, "limits", "list", "--json")))
     assert [row["key"] for row in listed] == ["acct:7", "stripe"]
-    assert listed[0] == {"key": "acct:7", "running": 1, "held": 2, "limit": None, "paused": None}
+    assert listed[0] == {
+        "key": "acct:7",
+        "running": 1,
+        "held": 2,
+        "limit": None,
+        "paused": None,
+        "admitted": 0.0,
+    }
     assert 25 < listed[1]["paused"] <= 30
 
     # A run-time limit of 2: one more of acct:7 may run, the oldest held is let in.
@@ -37,7 +45,11 @@ def test_list_set_and_clear(settings: Settings, sync_client: sync_redis.Redis, k
     assert sync_client.hget(keys.limit_config, "api") == b"100 60000"
     text = _ok(cli(settings, "limits", "list"))
     assert "acct:7\trunning 1\theld 2\tlimit 2" in text
-    assert "api\trunning 0\theld 0\tlimit 100 per 60 s" in text
+    assert "api\trunning 0\theld 0\tlimit 100 per 60 s\tadmitted 0/s" in text
+    seed_admitted(sync_client, keys, {"api": 15, "busy": 3})  # busy: known by admissions only
+    text = _ok(cli(settings, "limits", "list"))
+    assert "api\trunning 0\theld 0\tlimit 100 per 60 s\tadmitted 1.5/s" in text
+    assert "busy\trunning 0\theld 0\tlimit as declared\tadmitted 0.3/s" in text
 
     assert "cleared" in _ok(cli(settings, "limits", "clear", "stripe"))  # its pause ends
     assert not sync_client.exists(keys.limit_pause("stripe"))

@@ -306,8 +306,10 @@ def test_the_limits_in_use_per_key_and_in_all(
     sync_client.lpush(keys.limit_parked("stripe"), "a", "b", "c")
     sync_client.lpush(keys.limit_parked("acct:7"), "d")
     sync_client.set(keys.limit_slots("broken"), "not a set")  # reads as 0
+    seed_admitted(sync_client, keys, {"stripe": 25, "acct:7": 5})
     snapshot = read_snapshot(sync_client, keys)
     assert snapshot.limits.keys == {"stripe": (2, 3), "acct:7": (0, 1), "broken": (0, 0)}
+    assert snapshot.limits.admitted == {"stripe": 2.5, "acct:7": 0.5}
     assert snapshot.limits.complete
     registry = CollectorRegistry()
     registry.register(RedisCollector(sync_client, keys))
@@ -316,6 +318,19 @@ def test_the_limits_in_use_per_key_and_in_all(
     assert 'cogworker_limit_held{key="stripe"} 3.0' in text
     assert "cogworker_limits_held 4.0" in text
     assert "cogworker_limits_complete 1.0" in text
+    assert 'cogworker_limit_admitted_per_second{key="stripe"} 2.5' in text
+    assert "cogworker_limits_admitted_per_second 3.0" in text
+
+
+def seed_admitted(client: sync_redis.Redis, keys: Keys, counts: dict[str, int]) -> None:
+    """Admissions counted in the last full 10 s bucket, as includes/limits.lua does;
+    the current bucket too, so a read that crosses a boundary finds the same."""
+    from cogworker_async.store.limits import last_full_bucket
+
+    last = last_full_bucket(client.time())  # type: ignore[arg-type]
+    for bucket in (last, last + 1):
+        client.hset(keys.limit_admitted(bucket), mapping=counts)  # type: ignore[arg-type]
+        client.expire(keys.limit_admitted(bucket), 30)
 
 
 def test_a_scan_cut_short_says_so(

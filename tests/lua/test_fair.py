@@ -159,3 +159,22 @@ async def test_one_key_fills_a_call_of_any_size(redis: Redis, keys: Keys) -> Non
     await enqueue(redis, keys, "default", *(fair("a", f"a{i}") for i in range(300)))
     assert len(await take(redis, keys, 250)) == 250
     assert len(await take(redis, keys, 250)) == 50
+
+
+async def test_a_fair_job_admitted_by_its_limit_counts_in_admitted_per_second(
+    redis: Redis, keys: Keys
+) -> None:
+    """The fair lines admit through admit_job outside the plain path: the fetch
+    still adds their admissions to the admitted/s bucket (includes/limits.lua)."""
+    jobs = [
+        fair("a", f"a{i}", limits=[["concurrency", "c", 2]], limit_slots=["c"]) for i in range(3)
+    ]
+    await enqueue(redis, keys, "default", *jobs)
+    before = limits_store.last_full_bucket(await redis.time()) + 1
+    assert len(await take(redis, keys, 10)) == 2
+    after = limits_store.last_full_bucket(await redis.time()) + 1
+    counted = 0.0
+    for bucket in range(before, after + 1):
+        raw = await redis.hgetall(keys.limit_admitted(bucket))
+        counted += limits_store.admitted_per_second(raw).get("c", 0.0)
+    assert counted == 0.2  # 2 admissions in 10 s

@@ -383,3 +383,24 @@ async def test_a_release_into_a_wrong_typed_queue_keeps_the_job_held(
     await settle_payload(redis, keys, jobs[0], Event.ACK, started=True)
     assert await redis.scard(keys.limit_slots("k")) == 0  # released all the same
     assert await redis.lrange(keys.limit_parked("k"), 0, -1) == [jobs[2], jobs[1]]
+
+
+async def test_each_admission_is_counted_per_key_in_a_ten_second_bucket(
+    redis: Redis, keys: Keys
+) -> None:
+    """What admitted/s is read from (`limits list`, the Limits page, the scrape):
+    an admitted job counts once per key it names; a held one and a plain one not."""
+    jobs = [limited(f"j{i}", "k", "other", n=2) for i in range(3)]
+    plain = make_job(jid="p")
+    await enqueue(redis, keys, "default", *jobs, plain)
+    before = limits_store.last_full_bucket(await redis.time()) + 1
+    assert len(await take(redis, keys)) == 3  # j0, j1 and the plain one; j2 held
+    after = limits_store.last_full_bucket(await redis.time()) + 1
+    counted: dict[str, float] = {}
+    for bucket in range(before, after + 1):  # the take's own bucket (a boundary: both)
+        raw = await redis.hgetall(keys.limit_admitted(bucket))
+        for name, rate in limits_store.admitted_per_second(raw).items():
+            counted[name] = counted.get(name, 0) + rate
+        if raw:
+            assert 0 < await redis.pttl(keys.limit_admitted(bucket)) <= 30_000
+    assert counted == {"k": 0.2, "other": 0.2}  # 2 admissions in 10 s

@@ -9,6 +9,7 @@ from starlette.testclient import TestClient
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
 from cogworker_async.web import create_app
+from tests.integration.test_metrics import seed_admitted
 from tests.web.conftest import LOOPBACK, PAGES, SCRIPT, failed, seed_odd
 
 
@@ -184,7 +185,9 @@ def test_the_limits_page_shows_each_key_escaped(
     sync_client.lpush(keys.limit_parked("acct:<b>"), b"{}")
     sync_client.hset(keys.limit_config, "api", "100 60000")
     sync_client.set(keys.limit_pause("api"), "1", px=90_000)
+    seed_admitted(sync_client, keys, {"api": 12})
     page = client.get("/limits").text
+    assert "<td>100 per 60 s</td><td>1.2</td>" in page  # admitted/s
     assert '<td class="mono">acct:&lt;b&gt;</td><td>2</td><td>1</td>' in page
     assert "<td>100 per 60 s</td>" in page
     assert "acct:<b>" not in page
