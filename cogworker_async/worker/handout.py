@@ -117,10 +117,17 @@ class Handout:
         processor each: wake twice as many, now and from then on.
         """
         self._wake_pending = False
-        if not self._left or not self._waiters:
+        if not self._waiters:
             return
-        if not self.ready:
-            self.burst = max(1, self.burst // 2)
-            return
-        self.burst = min(self.burst * 2, MAX_BURST)
-        self._hand_out()
+        if self._left:
+            if not self.ready:
+                self.burst = max(1, self.burst // 2)
+                return
+            self.burst = min(self.burst * 2, MAX_BURST)
+        # Hand out whatever is ready now: left over from the last turn, or
+        # delivered since (``deliver`` leaves it to this look while one is
+        # due). Returning on "nothing left" alone left such jobs ready beside
+        # waiting processors, and the fetcher, counting them held, asked for
+        # none: the worker stalled for good.
+        if self.ready:
+            self._hand_out()
