@@ -25,7 +25,10 @@ def ledger_key(namespace: str) -> str:
 async def _write(event: str) -> None:
     global _client  # noqa: PLW0603 - one client per worker process
     if _client is None:
-        _client = Redis.from_url(os.environ["COGWORKER_REDIS_URL"])
+        # A generous read timeout: the freeze test stops this process (SIGSTOP)
+        # for seconds with a write's reply unread; a short timeout would fail
+        # the job on resume, for the ledger's sake, not the worker's.
+        _client = Redis.from_url(os.environ["COGWORKER_REDIS_URL"], socket_timeout=120)
     entry = {"jid": current_job().jid, "event": event, "pid": os.getpid(), "at": time.time()}
     await _client.rpush(ledger_key(os.environ["COGWORKER_NAMESPACE"]), orjson.dumps(entry))
 

@@ -38,7 +38,13 @@ def start_worker(settings: Settings) -> tuple[subprocess.Popen[bytes], Path]:
     """``cogworker-async worker tests.ledger_jobs`` and the file its log goes to."""
     with tempfile.NamedTemporaryFile(prefix="cogworker-fair-", suffix=".log", delete=False) as log:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "cogworker_async", "worker", "tests.ledger_jobs"],
+            [
+                sys.executable,
+                "-m",
+                "cogworker_async",
+                "worker",
+                "tests.ledger_jobs",
+            ],
             cwd=ROOT,
             env=child_env(settings),
             stdout=log,
@@ -83,6 +89,48 @@ def starts(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def ended(client: sync_redis.Redis, keys: Keys) -> set[str]:
     return {e["jid"] for e in ledger(client, keys) if e["event"] == "end"}
+
+
+def where_unended(client: sync_redis.Redis, keys: Keys, jids: list[str], logs: list[Path]) -> str:
+    """For a failed wait: where each job not ended yet is, and the workers' last log lines."""
+    missing = sorted(set(jids) - ended(client, keys))
+    places: dict[str, list[str]] = defaultdict(list)
+    lists = [keys.queue("default")] + [
+        keys.in_progress(i.decode()) for i in client.smembers(keys.in_progress_identities)
+    ]
+    for name in lists:
+        for raw in client.lrange(name, 0, -1):
+            jid = orjson.loads(raw).get("jid")
+            if jid in missing:
+                places[jid].append(name)
+    for name in (keys.schedule, keys.retry, keys.dead):
+        for raw in client.zrange(name, 0, -1):
+            jid = orjson.loads(raw).get("jid")
+            if jid in missing:
+                places[jid].append(name)
+    started = {e["jid"]: e["pid"] for e in starts(ledger(client, keys))}
+    lines = [f"{len(missing)} not ended, e.g.:"]
+    lines += [
+        f"  {jid}: started in {started.get(jid)}, on {places.get(jid)}" for jid in missing[:10]
+    ]
+    lines.append(f"queue length {client.llen(keys.queue('default'))}; connections:")
+    lines += [
+        f"  {c.get('name')} cmd={c.get('cmd')} age={c.get('age')} idle={c.get('idle')}"
+        for c in client.client_list()
+    ]
+    for log in logs:
+        lines.append(f"--- {log}")
+        lines += log.read_text(errors="replace").splitlines()[-30:]
+    return "\n".join(lines)
+
+
+def wait_for_ends(
+    client: sync_redis.Redis, keys: Keys, jids: list[str], logs: list[Path], timeout: float
+) -> None:
+    try:
+        wait_for_sync(lambda: ended(client, keys) >= set(jids), timeout=timeout)
+    except AssertionError as failed:
+        raise AssertionError(where_unended(client, keys, jids, logs)) from failed
 
 
 def test_long_jobs_are_spread_over_both_workers_at_once(
@@ -170,7 +218,7 @@ def test_a_frozen_worker_runs_again_only_what_ran_at_the_freeze(
     that started twice was running in the frozen worker at the freeze."""
     settings = settings.model_copy(update={"concurrency": 4, "prefetch": 8})
     frozen, frozen_log = start_worker(settings)
-    other, _ = start_worker(settings)
+    other, other_log = start_worker(settings)
     resumed = False
     try:
         wait_for_sync(lambda: len(identities(sync_client, keys)) == 2, timeout=20)
@@ -193,14 +241,14 @@ def test_a_frozen_worker_runs_again_only_what_ran_at_the_freeze(
             ),
             timeout=bound + 20,
         )
-        wait_for_sync(lambda: ended(sync_client, keys) >= set(jids), timeout=60)
+        wait_for_ends(sync_client, keys, jids, [frozen_log, other_log], timeout=60)
         # Work waiting as it wakes: it starts jobs, each after the check.
         later = [f"{i + len(jids):024x}" for i in range(40)]
         enqueue_all(sync_client, keys, 0.05, later)
         frozen.send_signal(signal.SIGCONT)
         resumed = True
         wait_for_sync(lambda: b"heartbeat gap" in frozen_log.read_bytes(), timeout=15)
-        wait_for_sync(lambda: ended(sync_client, keys) >= set(later), timeout=30)
+        wait_for_ends(sync_client, keys, later, [frozen_log, other_log], timeout=30)
         jids += later
 
         def every_start_ended() -> bool:
@@ -209,9 +257,25 @@ def test_a_frozen_worker_runs_again_only_what_ran_at_the_freeze(
 
         # What it ran at the freeze ends now. Then a window in which what it held
         # would start (it ends in 50 ms), not a wait for a condition.
-        wait_for_sync(every_start_ended, timeout=15)
-        time.sleep(1.0)
-        wait_for_sync(every_start_ended, timeout=15)
+        def unmatched_starts() -> str:
+            entries = ledger(sync_client, keys)
+            count = Counter((e["pid"], e["jid"], e["event"]) for e in entries)
+            open_runs = [
+                (pid, jid, n - count[pid, jid, "end"])
+                for (pid, jid, event), n in count.items()
+                if event == "start" and n > count[pid, jid, "end"]
+            ]
+            tails = []
+            for log in (frozen_log, other_log):
+                tails += [f"--- {log}", *log.read_text(errors="replace").splitlines()[-40:]]
+            return "\n".join([f"frozen={frozen.pid} started, not ended: {open_runs}", *tails])
+
+        for _ in range(2):
+            try:
+                wait_for_sync(every_start_ended, timeout=15)
+            except AssertionError as failed:
+                raise AssertionError(unmatched_starts()) from failed
+            time.sleep(1.0)
         entries = ledger(sync_client, keys)
         # Started here before the freeze: running at it, or just ended with its ack
         # not landed yet (still on the list: recovered all the same). Those may
