@@ -25,6 +25,7 @@ from cogworker_async.holds.encoding import (
     block,
     encode,
     encode_calls,
+    encode_members,
     kinds_spec,
     kinds_table,
     released,
@@ -44,7 +45,7 @@ from cogworker_async.holds.kinds import (
     kind_of,
     withdraw,
 )
-from cogworker_async.holds.reading import hold_in, holds_in, read
+from cogworker_async.holds.reading import batch_member, hold_in, holds_in, read
 
 __all__ = [
     "BATCH",
@@ -60,10 +61,12 @@ __all__ = [
     "InPayload",
     "Path",
     "Rule",
+    "batch_member",
     "block",
     "declare",
     "encode",
     "encode_calls",
+    "encode_members",
     "hold_in",
     "holds_in",
     "is_held_key",

@@ -83,6 +83,36 @@ def encode_calls(
     return groups
 
 
+def encode_members(keys: Keys, bids: Iterable[str], owners: Iterable[str]) -> list[str | int]:
+    """The ack groups of a call's batch members read by ``batch_member`` (no
+    ``Hold``): the call's ``i``-th job (position ``i``) is a member of the
+    ``i``-th of ``bids`` ("" for none), owned by the ``i``-th of ``owners``.
+    One group per batch, as ``encode_calls`` gathers a counted hold's
+    (released, outcome "succeeded"). A call whose other acks carry a ``Hold``
+    of the same batch sends that key a second group: each settles its own
+    members, each member counted once (``batch_end.lua``'s ``SREM``)."""
+    kind = _KINDS["batch"]  # the plain membership (``batch_member`` checked it)
+    assert kind.outcomes is not None
+    prefix = prefix_of(kind, keys)
+    ttl = "@" + kind.outcomes[Event.ACK]
+    found: dict[str, tuple[list[str], list[str]]] = {}
+    last, positions, names = "", [], []
+    for position, (bid, owner) in enumerate(zip(bids, owners, strict=True), 1):
+        if not bid:
+            continue
+        if bid != last:  # a call's members are most often all of one batch
+            group = found.get(bid)
+            if group is None:
+                group = found[bid] = ([], [])
+            last, positions, names = bid, group[0], group[1]
+        positions.append(str(position))
+        names.append(owner)
+    groups: list[str | int] = []
+    for bid, (positions, names) in found.items():
+        groups.extend(("*" + ",".join(positions), prefix, prefix + bid, ",".join(names), ttl))
+    return groups
+
+
 def block(keys: Keys, holds: Iterable[Hold], event: Event, *, wait: float = 0.0) -> list[str | int]:
     """One job's whole hold block: the count, then its groups (``encode``)."""
     groups = encode(keys, holds, event, wait=wait)

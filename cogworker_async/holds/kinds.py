@@ -121,6 +121,35 @@ class Hold(NamedTuple):
 _KINDS: dict[str, HoldKind] = {}
 KINDS: Mapping[str, HoldKind] = MappingProxyType(_KINDS)
 
+# The payload fields that name a hold of a kind other than a plain batch
+# membership ("batch" itself when that kind is not declared so): a job with
+# a "batch" field and none of these holds that membership alone, and its ack
+# reads it without the walk over the kinds (``reading.batch_member``). Kept in
+# step (in place) by ``declare`` and ``withdraw``.
+NOT_BATCH_FIELDS: list[str] = []
+
+
+def _note_fields() -> None:
+    fields = []
+    plain = False  # the kind named "batch" is the plain membership (``declarations.BATCH``)
+    for kind in _KINDS.values():
+        spec = kind.payload
+        if spec is None:
+            continue
+        if (
+            kind.name == "batch"
+            and spec == InPayload(key=("batch",), named=True)
+            and kind.outcomes is not None
+            and Event.ACK in kind.outcomes
+            and kind.rules[Event.ACK] is Rule.RELEASE
+        ):
+            plain = True
+        else:
+            fields.append(spec.key[0])
+    if not plain:
+        fields.append("batch")  # no such membership declared: no job is read as one
+    NOT_BATCH_FIELDS[:] = fields
+
 
 def declare(kind: HoldKind) -> HoldKind:
     """Register a kind of hold; every event must have its rule."""
@@ -148,6 +177,7 @@ def declare(kind: HoldKind) -> HoldKind:
                 f"with an outcome per release (none for {', '.join(unnamed) or '-'})"
             )
     _KINDS[kind.name] = kind
+    _note_fields()
     return kind
 
 
@@ -171,6 +201,7 @@ def prefix_of(kind: HoldKind, keys: Keys) -> str:
 def withdraw(name: str) -> None:
     """Forget a declared kind (a test's own kind, once the test is over)."""
     _KINDS.pop(name, None)
+    _note_fields()
 
 
 def is_held_key(key: str, prefix: str) -> bool:

@@ -7,7 +7,15 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from cogworker_async.holds.kinds import _KINDS, Hold, HoldKind, Path, is_held_key, prefix_of
+from cogworker_async.holds.kinds import (
+    _KINDS,
+    NOT_BATCH_FIELDS,
+    Hold,
+    HoldKind,
+    Path,
+    is_held_key,
+    prefix_of,
+)
 from cogworker_async.keys import Keys
 
 
@@ -95,3 +103,25 @@ def read(job: Mapping[str, Any], keys: Keys, *, started: bool = True) -> tuple[H
         if spec is not None and spec.key[0] in job:
             found.extend(holds_in(job, kind, keys, started=started))
     return tuple(found)
+
+
+def batch_member(job: Mapping[str, Any]) -> str | None:
+    """The batch (its bid, as the payload names it) whose membership is all a
+    decoded job holds, when ``read`` would find just that one hold and
+    ``encode_calls`` would put it in its batch's group; else None (no
+    membership, another hold beside it, a name or jid ``read`` or
+    ``encode_calls`` treats otherwise: the caller reads the job's holds).
+
+    A batch member's ack takes this instead of a ``Hold``: building one, and
+    then regrouping it, were most of what a member costs the worker over a
+    plain job (``store/commands/acks.py``, ``Ack.member``)."""
+    bid = job.get("batch")
+    if type(bid) is not str or not bid or bid[0] == "~":
+        return None
+    owner = job.get("jid")
+    if type(owner) is not str or not owner or "," in owner:
+        return None
+    for field in NOT_BATCH_FIELDS:  # a handful of dict lookups
+        if field in job:
+            return None
+    return bid

@@ -172,15 +172,17 @@ class Fetcher(FetcherState, FetchLoops, FetchSources, SuspectFetching):
         run: Run | None = None,
         holds: tuple[Hold, ...] = (),
         end: End | None = None,
+        member: str = "",
     ) -> None:
         """Acknowledge a finished job with the next call (batched); ``run``: what the
         metrics history counts of it, in the same call; ``holds``: what the job holds
         (a unique or periodic running lock, ...), settled in that call's step if the
         ack removes the job; ``end``: its kept result and final status, written in
-        that call's step (reliable fetch only: see ``Tracker.end_in_ack``)."""
+        that call's step (reliable fetch only: see ``Tracker.end_in_ack``);
+        ``member``: the batch whose membership is all it holds (``Ack.member``)."""
         if not self.reliable:
-            raw, jid = b"", jid if holds else ""  # basic mode: nothing to remove, only counted
-        self._acks.add(Ack(raw, jid, run, holds, end))
+            raw, jid = b"", jid if holds or member else ""  # basic mode: only counted
+        self._acks.add(Ack(raw, jid, run, holds, end, member))
         self._kick.set()
 
     def send_start(self, start: Start) -> None:

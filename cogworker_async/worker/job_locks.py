@@ -117,6 +117,11 @@ class JobLocks:
         releases go out on their own, coalesced. Returns what the processor
         must await, or None (a unique job's ack awaits nothing)."""
         run = (job["class"], started, time.time()) if self._history else None
+        if self._fetcher.reliable:
+            bid = holds.batch_member(job)
+            if bid is not None:  # a batch member, holding nothing else: no Hold built
+                self._fetcher.ack(raw, job["jid"], run, end=end, member=bid)
+                return None
         held = holds.read(job, self._keys)
         pending: Awaitable[None] | None = None
         if self._fetcher.reliable or self._releases is None:

@@ -252,6 +252,54 @@ async def test_one_ack_call_counts_many_members_of_two_batches_but_not_a_missing
     assert await fired(redis, keys) == ["success", "complete"]
 
 
+async def test_members_acked_by_their_bid_count_as_by_their_hold_and_once(
+    redis: Redis, keys: Keys
+) -> None:
+    """The worker acks a member holding nothing else by its bid (``Ack.member``,
+    no ``Hold``): in one call with a member acked by its hold (a second group
+    of the same batch) and one recovery took back, each counts once, the taken
+    one not; the same acks again (a duplicate run) count nothing."""
+    first, second = await open_batch(redis, keys), await open_batch(redis, keys)
+    a = await add(redis, keys, first, 4)
+    b = await add(redis, keys, second, 2)
+    for bid in (first, second):
+        await batches.close_batch(redis, keys, bid)
+    raws = {jid: make_job(jid=jid, batch=first) for jid in a}
+    raws.update({jid: make_job(jid=jid, batch=second) for jid in b})
+    acks = [commands.Ack(make_job(jid=new_jid()), "plain")]
+    for jid in (*a, *b):
+        if jid == a[2]:  # acked by its hold, as a unique member would be
+            held = MemberJob(redis, keys, jid, raws[jid]).held
+            acks.append(commands.Ack(raws[jid], jid, holds=held))
+        else:
+            bid = holds.batch_member(orjson.loads(raws[jid]))
+            assert bid is not None
+            acks.append(commands.Ack(raws[jid], jid, member=bid))
+    missing = acks[2]  # a[1]: not on the list
+    for ack_ in acks:
+        if ack_ is not missing:
+            await redis.rpush(keys.in_progress(ME), ack_.raw)
+    assert await commands.ack(redis, keys, identity=ME, acks=acks) == [missing]
+    expected = {"state": "running", "total": 4, "pending": 1, "succeeded": 3}
+    assert await counts(redis, keys, first) == {**expected, "failed": 0, "dead": 0}
+    assert await batches.pending_members(redis, keys, first) == [a[1]]
+    assert (await counts(redis, keys, second))["state"] == "done"
+    assert await fired(redis, keys) == ["success", "complete"]
+    for ack_ in acks:  # each run again, acked again
+        await redis.rpush(keys.in_progress(ME), ack_.raw)
+    assert await commands.ack(redis, keys, identity=ME, acks=acks) == []
+    assert await counts(redis, keys, first) == {
+        **expected,
+        "state": "done",  # a[1], now on the list, ended it; no other counted twice
+        "pending": 0,
+        "succeeded": 4,
+        "failed": 0,
+        "dead": 0,
+    }
+    assert (await counts(redis, keys, second))["succeeded"] == 2
+    assert await fired(redis, keys) == ["success", "complete"]  # the first batch's
+
+
 async def test_a_duplicate_ack_of_the_same_payload_counts_once(redis: Redis, keys: Keys) -> None:
     """At least once: a member recovered from a killed process runs twice, and both
     runs ack the same payload. The second ack counts nothing and fires nothing."""

@@ -95,3 +95,69 @@ def test_the_kinds_table_carries_prefixes_fields_and_rules() -> None:
     assert running["named"] is True
     assert running["when"] == [["periodic_until_executed"], True]
     assert running["default_ttl"] == 3_600_000
+
+
+MEMBER = {"jid": "j1", "class": "t.job", "batch": "b1"}
+
+
+@pytest.mark.parametrize(
+    ("job", "bid"),
+    [
+        (MEMBER, "b1"),
+        ({**MEMBER, "unique": {"key": "ns:unique:x"}}, None),  # a lock beside it
+        ({**MEMBER, "periodic_pjid": "nightly"}, None),
+        ({**MEMBER, "limit_slots": ["api"]}, None),
+        ({**MEMBER, "unique": None}, None),  # the field alone: read decides
+        ({**MEMBER, "jid": "j1,j2"}, None),  # a foreign jid: a group of its own
+        ({**MEMBER, "batch": "~pending"}, None),  # bookkeeping: no hold
+        ({**MEMBER, "batch": ""}, None),
+        ({**MEMBER, "batch": 5}, None),
+        ({"jid": "j1", "class": "t.job"}, None),
+    ],
+)
+def test_batch_member_is_read_when_the_membership_is_all_a_job_holds(
+    job: dict[str, object], bid: str | None
+) -> None:
+    """The ack's shortcut takes a bid exactly where ``read`` finds that one
+    membership and nothing else (and ``encode_calls`` would group it)."""
+    assert holds.batch_member(job) == bid
+    if bid is not None:
+        assert holds.read(job, KEYS) == (Hold("batch", KEYS.batch_prefix + bid, "j1"),)
+
+
+def test_encode_members_sends_the_groups_encode_calls_sends() -> None:
+    jobs = [
+        {**MEMBER, "jid": "j1", "batch": "b1"},
+        {"jid": "p1", "class": "t.job"},  # a plain job between
+        {**MEMBER, "jid": "j2", "batch": "b2"},
+        {**MEMBER, "jid": "j3", "batch": "b1"},
+    ]
+    by_hold = holds.encode_calls(
+        KEYS, [(i, holds.read(job, KEYS)) for i, job in enumerate(jobs, 1)], Event.ACK
+    )
+    bids = [holds.batch_member(job) or "" for job in jobs]
+    by_bid = holds.encode_members(KEYS, bids, [str(job["jid"]) for job in jobs])
+    assert by_bid == by_hold == [
+        "*1,4", "ns:batch:", "ns:batch:b1", "j1,j3", "@succeeded",
+        "*3", "ns:batch:", "ns:batch:b2", "j2", "@succeeded",
+    ]  # fmt: skip
+
+
+def test_a_kind_declared_later_turns_the_shortcut_off_for_its_jobs() -> None:
+    """A job naming a kind declared after import (a feature's, a test's) holds it
+    too: read, not the shortcut, and the shortcut again once it is withdrawn."""
+    extra = holds.HoldKind(
+        "test_extra",
+        prefix=lambda keys: f"{keys.ns}:extra:",
+        default_ttl=60.0,
+        rules=dict.fromkeys(Event, Rule.RELEASE),
+        payload=holds.InPayload(key=("extra",), named=True),
+    )
+    job = {**MEMBER, "extra": "x"}
+    holds.declare(extra)
+    try:
+        assert holds.batch_member(job) is None
+        assert len(holds.read(job, KEYS)) == 2
+    finally:
+        holds.withdraw(extra.name)
+    assert holds.batch_member(job) == "b1"

@@ -77,6 +77,9 @@ class Ack(NamedTuple):
     the job; () for none.
     ``end``: its kept result and final status (a tracked job), written with the
     ack; None for a plain job.
+    ``member``: the batch (bid) whose membership is all the job holds
+    (``holds.batch_member``), counted as a success in the ack's step as its
+    ``Hold`` would be, without one ("" for none; ``holds`` is then ()).
     """
 
     raw: bytes
@@ -84,11 +87,14 @@ class Ack(NamedTuple):
     run: Run | None = None
     holds: tuple[Hold, ...] = ()
     end: End | None = None
+    member: str = ""
 
 
 _raw_of = operator.itemgetter(0)  # Ack.raw
 _holds_of = operator.itemgetter(3)  # Ack.holds
 _end_of = operator.itemgetter(4)  # Ack.end
+_jid_of = operator.itemgetter(1)  # Ack.jid
+_member_of = operator.itemgetter(5)  # Ack.member
 END_FIELDS = 6  # what one End puts on the wire (``includes/acked_ends.lua``)
 
 
@@ -104,17 +110,22 @@ def _ack_args(keys: Keys, acks: Sequence[Ack]) -> list[EncodableArg]:
         groups, tags = history.pack([ack.run for ack in acks], keys.history_prefix)
     args: list[EncodableArg] = [groups, tags, len(acks)]
     args.extend(map(_raw_of, acks))  # at C speed, as the look for holds below
-    if not any(map(_holds_of, acks)):  # the plain case
+    with_holds = any(map(_holds_of, acks))
+    with_members = any(map(_member_of, acks))
+    if not with_holds and not with_members:  # the plain case
         args.append(0)
         return args
     held: list[EncodableArg] = []
-    held.extend(
-        holds.encode_calls(
-            keys,
-            ((position, ack.holds) for position, ack in enumerate(acks, 1) if ack.holds),
-            Event.ACK,
+    if with_holds:
+        held.extend(
+            holds.encode_calls(
+                keys,
+                ((position, ack.holds) for position, ack in enumerate(acks, 1) if ack.holds),
+                Event.ACK,
+            )
         )
-    )
+    if with_members:  # the batch members read without a Hold (``Ack.member``)
+        held.extend(holds.encode_members(keys, map(_member_of, acks), map(_jid_of, acks)))
     args.append(len(held) // holds.HOLD_FIELDS)
     args.extend(held)
     return args
