@@ -214,7 +214,10 @@ async def test_worker_lifespan_state_reaches_handlers_and_closes_after_the_last_
         state.release.set()
     log = state.log
     assert log[0] == "open"
-    assert log[-2:] == ["blocking:done", "close"]
+    # Closed after the last job, whichever that was: the sync job's thread,
+    # started before the blocking one, may finish after it on a busy machine.
+    assert log[-1] == "close"
+    assert "blocking:done" in log
     assert sorted(e for e in log if e.startswith("quick:")) == sorted(
         f"quick:{i}" for i in range(20)
     )
