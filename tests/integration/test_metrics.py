@@ -104,7 +104,22 @@ async def test_scrape_after_a_run_and_healthz_until_the_worker_stops(
                 return len(ran) == 4
 
             await wait_for(all_ran)
-            samples = await anyio.to_thread.run_sync(scrape, server.port)
+            # A handler has returned before its processor is free and its counters
+            # are bumped: scraped until the last job's end shows, not at once.
+            samples: Samples = {}
+
+            async def settled() -> bool:
+                nonlocal samples
+                samples = await anyio.to_thread.run_sync(scrape, server.port)
+                ok_key = (("job", "m.ok"), ("queue", "default"))
+                boom_key = (("job", "m.boom"), ("queue", "default"))
+                return (
+                    samples.get(("cogworker_busy_processors", ())) == 0
+                    and samples.get(("cogworker_jobs_processed_total", ok_key)) == 3
+                    and samples.get(("cogworker_jobs_processed_total", boom_key)) == 1
+                )
+
+            await wait_for(settled)
             status, body = await anyio.to_thread.run_sync(health, server.port)
             assert (status, body) == (200, {"redis": True, "beating": True})
         status, body = await anyio.to_thread.run_sync(health, server.port)
