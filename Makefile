@@ -17,12 +17,18 @@ demo: $(STAMP)
 
 test: check
 
+# Every test starts what it needs (its own redis-server per pytest process, a
+# namespace of its own), so the suite runs on several processes: most of its
+# time is spent waiting on workers' timers, not on a core. Two fit this 2-core
+# machine; TEST_PROCESSES=0 runs it in one process (pytest-xdist's -n 0).
+TEST_PROCESSES ?= 2
+
 check: $(STAMP)
 	$(BIN)/ruff format --check cogworker_async tests examples bench
 	$(BIN)/ruff check cogworker_async tests examples bench
 	$(BIN)/mypy
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/pytest -q --timeout=180 --durations=25 --cov --cov-report=term:skip-covered tests
+	$(BIN)/pytest -q -n $(TEST_PROCESSES) --timeout=180 --durations=25 --cov --cov-report=term:skip-covered tests
 
 # The web UI in real headless Chromium (Debian's package at /usr/bin/chromium; .ci/run
 # installs it): skipped inside `make test`, which stays fast.
