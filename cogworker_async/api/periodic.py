@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from redis.asyncio import Redis
 
-from cogworker_async.keys import Keys
-from cogworker_async.periodic.view import (
+from cogworker_async.api.periodic_reads import (
     PeriodicInfo,
     UnreadQueueError,
     pause,
@@ -18,6 +17,7 @@ from cogworker_async.periodic.view import (
     resume,
     run_now,
 )
+from cogworker_async.keys import Keys
 
 
 async def periodic_entries(redis: Redis, keys: Keys) -> list[PeriodicInfo]:

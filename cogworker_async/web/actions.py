@@ -17,11 +17,12 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from cogworker_async import api
+from cogworker_async.api import browsing
 from cogworker_async.api.sets import enqueue_now, matches, scan_entries
 from cogworker_async.settings import check_queue_name
 from cogworker_async.store import admin
 from cogworker_async.store.faults import is_wrong_type
-from cogworker_async.web import params, reads
+from cogworker_async.web import params
 from cogworker_async.web.pages import UI, back, first, form, redis_of, render, segment, ui_of
 from cogworker_async.web.views import SETS
 
@@ -39,7 +40,7 @@ async def _not_done(
     the key guard or a human); ``exc`` (not WRONGTYPE) is raised again."""
     if exc is not None and not is_wrong_type(exc):
         raise exc
-    problem = await reads.wrong_typed(redis_of(request), expected) or str(exc)
+    problem = await browsing.wrong_typed(redis_of(request), expected) or str(exc)
     line = f"not done: {problem} (left as it is for a human to look at)"
     return render(request, "error.html", status_code=409, problem=line, page="")
 
@@ -95,7 +96,7 @@ async def queue_action(request: Request) -> Response:
             "index", first(fields, "index"), default=0, low=0, high=params.MAX_INDEX
         )
         try:
-            gone = await reads.delete_queued(redis, ui.keys, name, first(fields, "ref"), near)
+            gone = await browsing.delete_queued(redis, ui.keys, name, first(fields, "ref"), near)
         except ResponseError as exc:
             return await _not_done(request, exc, {ui.keys.queue(name): "list"})
         note = "deleted 1 job" if gone else "not found: it was taken or deleted already"
@@ -161,7 +162,7 @@ async def set_action(request: Request) -> Response:
     # The sets an action reads or fills: one of another type is named, and kept.
     expected = {source: "zset", ui.keys.dead: "zset"} if action == "kill" else {source: "zset"}
     redis = redis_of(request)
-    if await reads.wrong_typed(redis, expected) is not None:
+    if await browsing.wrong_typed(redis, expected) is not None:
         return await _not_done(request, None, expected)
     try:
         note = await _act(redis, ui, which, action, fields, refs)
@@ -177,7 +178,7 @@ async def _act(
     which: api.SetName,
     action: str,
     fields: dict[str, list[str]],
-    refs: list[params.Ref],
+    refs: list[browsing.Ref],
 ) -> str:
     """Do ``action`` on the entries ``refs`` names, or on all (matching ``q``): the note."""
     needle = first(fields, "q").strip()
@@ -191,7 +192,7 @@ async def _act(
         if not needle and action == "kill":
             entries = [e async for e in scan_entries(redis, source, None)]
     else:
-        entries = await reads.find_entries(redis, ui.keys, which, refs)
+        entries = await browsing.find_entries(redis, ui.keys, which, refs)
     if action == "retry":
         done = 0
         for e in entries:

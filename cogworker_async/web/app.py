@@ -31,8 +31,9 @@ from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from cogworker_async.api import browsing
 from cogworker_async.settings import Settings
-from cogworker_async.web import actions, filters, reads, views
+from cogworker_async.web import actions, filters, views
 from cogworker_async.web.pages import (
     MAX_FORM_BYTES,
     NAV,
@@ -201,7 +202,7 @@ def create_app(
     )
     filters.install(env)
     env.filters["segment"] = segment
-    env.globals["short_ref"] = reads.short_ref
+    env.globals["short_ref"] = browsing.short_ref
     ui = UI(settings, read_only, env)
     shared = SharedRedis(settings)
     routes: list[BaseRoute] = [

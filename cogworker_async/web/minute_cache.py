@@ -65,7 +65,7 @@ class MinuteCache:
         return api.History(points, [])
 
     def _forget(self, *, now: float) -> None:
-        """Drop minutes no longer kept in Redis (bounded memory) and stale reads."""
+        """Drop minutes no longer kept in Redis (bounded memory) and stale browsing."""
         floor = minute_of(now) - api.MAX_MINUTES
         for minute, (read_at, _) in list(self.points.items()):
             if minute < floor or now - read_at > KEEP_SECONDS:

@@ -10,9 +10,10 @@ integer); an entry's token is a finite score and a reference (``nan`` and
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 from starlette.requests import Request
+
+from cogworker_async.api.browsing import Ref
 
 MAX_PAGE = 10**9
 """A page number past any set Redis can hold at 50 a page (and an int Redis takes)."""
@@ -68,16 +69,8 @@ def cursor(request: Request) -> int:
     return integer("cursor", given, default=0, low=0, high=MAX_CURSOR)
 
 
-@dataclass(frozen=True, slots=True)
-class Ref:
-    """An entry as a page names it: its exact score and its jid (or digest)."""
-
-    score: float
-    ref: str
-
-
 def entry_ref(token: str) -> Ref:
-    """A ``<score>~<ref>`` token (``reads.ref_token``) read back."""
+    """A ``<score>~<ref>`` token (``browsing.ref_token``) read back."""
     score_text, sep, ref = token.partition("~")
     try:
         score = float(score_text)

@@ -16,10 +16,10 @@ import pytest
 from redis.asyncio import Redis
 
 from cogworker_async import job, limits, periodic
+from cogworker_async.api.periodic_reads import run_now
 from cogworker_async.keys import Keys
 from cogworker_async.periodic.claims import Claimer
 from cogworker_async.periodic.ticker import publish
-from cogworker_async.periodic.view import run_now
 from cogworker_async.periodic_entry import Entry
 from cogworker_async.store import commands
 

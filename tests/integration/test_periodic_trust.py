@@ -337,7 +337,7 @@ async def test_a_tick_of_2000_due_entries_yields_to_the_event_loop(
 async def test_an_entry_whose_queue_nobody_reads_is_logged_once_and_listed(
     redis: Redis, keys: Keys, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from cogworker_async.periodic.view import periodic_list
+    from cogworker_async.api.periodic_reads import periodic_list
 
     clock = Clock(monkeypatch, START)
     await redis.zadd(keys.live_queues, {"default": time.time()})

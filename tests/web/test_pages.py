@@ -159,9 +159,9 @@ def test_a_search_stops_at_its_bound_and_goes_on_from_more(
     import re
     from html import unescape
 
-    from cogworker_async.web import reads
+    from cogworker_async.api import browsing
 
-    monkeypatch.setattr(reads, "SEARCH_WORK", 500)
+    monkeypatch.setattr(browsing, "SEARCH_WORK", 500)
     pipe = sync_client.pipeline(transaction=False)
     for i in range(5_000):
         pipe.zadd(keys.dead, {failed("hay.job", n=i): float(i)})

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from cogworker_async import api
-from cogworker_async.web import charts, filters, reads
+from cogworker_async.api import browsing
+from cogworker_async.web import charts, filters
 
 
 def test_points_scale_to_the_top_and_span_the_width() -> None:
@@ -32,6 +33,6 @@ def test_filters_show_bad_values_instead_of_failing() -> None:
 
 def test_a_token_names_an_entry_by_score_and_ref() -> None:
     entry = api.parse_entry(b'{"jid":"abc","class":"x","queue":"q","args":[]}', 12.5)
-    assert reads.ref_token(entry) == "12.5~abc"
+    assert browsing.ref_token(entry) == "12.5~abc"
     garbage = api.parse_entry(b"\x00junk", 3.0)
-    assert reads.ref_token(garbage).startswith("3.0~sha1:")
+    assert browsing.ref_token(garbage).startswith("3.0~sha1:")

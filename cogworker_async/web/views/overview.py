@@ -10,8 +10,9 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
 from cogworker_async import api
+from cogworker_async.api import browsing
 from cogworker_async.settings import check_queue_name
-from cogworker_async.web import feed, params, reads
+from cogworker_async.web import feed, params
 from cogworker_async.web.pages import redis_of, render, ui_of
 
 
@@ -24,14 +25,14 @@ async def dashboard(request: Request) -> Response:
     redis = redis_of(request)
     stats = await api.stats(redis, ui.keys)
     procs = await api.processes(redis, ui.keys)
-    info = await reads.redis_info(redis)
-    days = await reads.history(redis, ui.keys)
+    info = await browsing.redis_info(redis)
+    days = await browsing.history(redis, ui.keys)
     per_day = {"days": days.days, "processed": days.processed, "failed": days.failed}
     return render(
         request,
         "dashboard.html",
         stats=stats,
-        busy=reads.busy_count(procs),
+        busy=browsing.busy_count(procs),
         info=info,
         days=days,
         per_day=orjson.dumps(per_day).decode(),
@@ -46,7 +47,7 @@ async def stats_json(request: Request) -> Response:
     redis = redis_of(request)
     stats = await api.stats(redis, ui.keys)
     procs = await api.processes(redis, ui.keys)
-    today = await reads.history(redis, ui.keys, days=1)
+    today = await browsing.history(redis, ui.keys, days=1)
     return feed.FeedResponse(
         {
             "time": time.time(),
@@ -56,7 +57,7 @@ async def stats_json(request: Request) -> Response:
             "retry": stats.retry,
             "dead": stats.dead,
             "processes": stats.processes,
-            "busy": reads.busy_count(procs),
+            "busy": browsing.busy_count(procs),
             "enqueued": sum(q.size for q in stats.queues),
             "queues": feed.queue_rows(request, stats.queues),
             "today": {
@@ -72,7 +73,7 @@ async def busy(request: Request) -> Response:
     ui = ui_of(request)
     redis = redis_of(request)
     procs = await api.processes(redis, ui.keys)
-    jobs = await reads.busy_jobs(redis, ui.keys, procs)
+    jobs = await browsing.busy_jobs(redis, ui.keys, procs)
     # What the running jobs reported (current_job().progress): one round trip.
     progress = await api.progress_of(redis, ui.keys, [j.jid for j in jobs if j.jid])
     return render(request, "busy.html", processes=procs, jobs=jobs, progress=progress, page="busy")
@@ -94,7 +95,7 @@ async def queue(request: Request) -> Response:
     order = "oldest" if request.query_params.get("order") == "oldest" else "newest"
     number = params.page_number(request)
     size = params.page_size(request)
-    window = await reads.queue_page(
+    window = await browsing.queue_page(
         redis_of(request), ui.keys, name, page=number, oldest_first=order == "oldest", size=size
     )
     try:

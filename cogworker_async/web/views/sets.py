@@ -9,7 +9,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from cogworker_async import api
-from cogworker_async.web import params, reads
+from cogworker_async.api import browsing
+from cogworker_async.web import params
 from cogworker_async.web.pages import redis_of, render, ui_of
 
 SETS: dict[str, tuple[api.SetName, str]] = {
@@ -36,9 +37,9 @@ async def sorted_set(request: Request) -> Response:
     size = params.page_size(request)
     if needle:
         cursor = params.cursor(request)
-        found = await reads.search_set(redis_of(request), ui.keys, which, needle, cursor=cursor)
+        found = await browsing.search_set(redis_of(request), ui.keys, which, needle, cursor=cursor)
     else:
-        found = await reads.set_page(redis_of(request), ui.keys, which, page=number, size=size)
+        found = await browsing.set_page(redis_of(request), ui.keys, which, page=number, size=size)
     context: dict[str, Any] = {
         "segment": segment,
         "which": which,
@@ -49,7 +50,7 @@ async def sorted_set(request: Request) -> Response:
         "size": size,
         "sizes": params.PAGE_SIZES,
         "size_arg": None if size == params.DEFAULT_PAGE_SIZE else size,
-        "token": reads.ref_token,
+        "token": browsing.ref_token,
         "page": which,
     }
     return render(request, "set.html", **context)
@@ -60,7 +61,7 @@ async def entry(request: Request) -> Response:
     segment, which, title = _set_of(request)
     token = request.query_params.get("ref", "")
     named = params.entry_ref(token)
-    found = await reads.find_entries(redis_of(request), ui.keys, which, [named])
+    found = await browsing.find_entries(redis_of(request), ui.keys, which, [named])
     context: dict[str, Any] = {"segment": segment, "which": which, "title": title, "page": which}
     if not found:
         problem = "no such entry: it was retried, deleted or moved since the page was drawn"
@@ -91,6 +92,6 @@ async def job_lookup(request: Request) -> Response:
         jid=jid,
         lookup=lookup,
         segments=segments,
-        token=reads.ref_token,
+        token=browsing.ref_token,
         page="",
     )

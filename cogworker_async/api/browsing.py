@@ -1,4 +1,5 @@
-"""What the pages read beyond ``api``: bounded pages and searches of big sets and lists.
+"""What the web UI's pages read beyond the rest of ``api``: bounded pages and searches
+of big sets and lists.
 
 The invariant: no page reads a whole set or list. A page of a sorted set is one
 ``ZRANGE ... LIMIT``; a page of a queue one ``LRANGE`` window; a search is a
@@ -25,7 +26,6 @@ from cogworker_async.store.commands import day_name
 from cogworker_async.store.faults import is_wrong_type
 from cogworker_async.store.replies import loose_text, text
 from cogworker_async.store.replies import raw as as_bytes
-from cogworker_async.web.params import Ref
 
 PAGE_SIZE = 50
 SEARCH_WORK = 10_000
@@ -34,6 +34,14 @@ SEARCH_SECONDS = 0.08
 """...and the time it spends scanning at most, whatever Redis's speed."""
 SCAN_COUNT = 500
 HISTORY_DAYS = 14
+
+
+@dataclass(frozen=True, slots=True)
+class Ref:
+    """An entry as a page names it: its exact score and its jid (or digest)."""
+
+    score: float
+    ref: str
 
 
 async def _mistyped(redis: Redis, key: str, expected: str, reply: object) -> str:

@@ -1,4 +1,4 @@
-"""What ``periodic list`` / ``periodic run-now`` (and later the web UI) read and do.
+"""What ``periodic list`` / ``periodic run-now`` and the web UI read and do.
 
 The entries are those the live workers published in ``<ns>:periodic:entries``
 when they started (the definition the newest process runs, per name).
