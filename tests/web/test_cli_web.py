@@ -14,6 +14,11 @@ from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
 from tests.conftest import ROOT, child_env
 
+# A fresh interpreter importing the web stack, then its first page: on a loaded
+# machine (two test processes beside CPU hogs) that took more than 20 s.
+STARTUP = 90.0
+REQUEST = 30.0
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -46,11 +51,13 @@ def test_web_command_starts_and_serves(
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + STARTUP
         answer = None
         while time.monotonic() < deadline:
             try:
-                answer = httpx.get(f"http://127.0.0.1:{port}/queues", auth=("admin", "pw"))
+                answer = httpx.get(
+                    f"http://127.0.0.1:{port}/queues", auth=("admin", "pw"), timeout=REQUEST
+                )
                 break
             except httpx.TransportError:
                 time.sleep(0.1)
@@ -58,15 +65,17 @@ def test_web_command_starts_and_serves(
         assert answer.status_code == 200
         assert "mail" in answer.text
         assert 'href="/jobs/dead"' in answer.text  # behind a proxy that serves it at /jobs
-        assert httpx.get(f"http://127.0.0.1:{port}/").status_code == 401
-        refused = httpx.post(f"http://127.0.0.1:{port}/queues/mail/pause", auth=("admin", "pw"))
+        assert httpx.get(f"http://127.0.0.1:{port}/", timeout=REQUEST).status_code == 401
+        refused = httpx.post(
+            f"http://127.0.0.1:{port}/queues/mail/pause", auth=("admin", "pw"), timeout=REQUEST
+        )
         assert refused.status_code == 403  # --read-only
         # Bound to loopback: a rebinding page's Host is refused, localhost is not.
         rebind = {"host": "rebind.evil.example"}
-        wrong = httpx.get(f"http://127.0.0.1:{port}/queues", headers=rebind)
+        wrong = httpx.get(f"http://127.0.0.1:{port}/queues", headers=rebind, timeout=REQUEST)
         assert wrong.status_code == 400
         assert "--allowed-host" in wrong.text
-        local = httpx.get(f"http://localhost:{port}/queues", auth=("admin", "pw"))
+        local = httpx.get(f"http://localhost:{port}/queues", auth=("admin", "pw"), timeout=REQUEST)
         assert local.status_code == 200
     finally:
         server.terminate()
@@ -87,10 +96,11 @@ def _serve(settings: Settings, *args: str) -> tuple[subprocess.Popen[bytes], int
 
 
 def _get(port: int, host: str) -> int:
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + STARTUP
     while True:
         try:
-            return httpx.get(f"http://127.0.0.1:{port}/queues", headers={"host": host}).status_code
+            url = f"http://127.0.0.1:{port}/queues"
+            return httpx.get(url, headers={"host": host}, timeout=REQUEST).status_code
         except httpx.TransportError:
             if time.monotonic() > deadline:
                 raise
