@@ -195,7 +195,8 @@ class Batch:
         # the jids when the caller keeps them through ``note``).
         chunk: list[tuple[str, bytes]] = []
         # A chunk goes to one queue (or due time), and its members all keep a
-        # result or all keep none (only the first are listed for batch_results).
+        # result or all keep none (only those that keep one are listed, for
+        # batch_results).
         where: tuple[str, float | None, bool] | None = None
         now = time.time()
         added = 0

@@ -203,3 +203,17 @@ async def test_a_reference_pushed_by_hand_is_resolved_for_any_handler(
         await wait_for(lambda: _seen(2), timeout=60)
     assert sorted(str(s[0].get("tag")) for s in seen) == ["None", "t"]
     assert [s[1] for s in seen] == [[0, 1, 4, 9, 16]] * 2
+
+
+async def test_a_group_over_two_queues_and_past_a_chunk_keeps_its_order(
+    settings: Settings, keys: Keys
+) -> None:
+    """A stage is added in the group's order, a chunk a call, split where the queue
+    changes: the callback's list is the group's order, not the queues'."""
+    on_a = square.options(queue="a")
+    steps = [(on_a if i % 7 == 0 else square).args(i) for i in range(1_100)]
+    both = settings.model_copy(update={"queues": ("default", "a")})
+    async with Client(settings) as client, Worker(both, jobs=ALL):
+        flow = await client.enqueue_flow(chord(group(steps), gather.args()))
+        assert await flow.last.result(timeout=120) == 1_100
+    assert seen[-1][1] == [i * i for i in range(1_100)]
