@@ -13,7 +13,9 @@
 -- ARGV[4] = "1": these members keep a result, so their jids are appended,
 --   in this order, to the batch's results list (the hash's results_key,
 --   <ns>:batch_results:<bid>; batch_results.lua reads it); "" otherwise (a
---   member that keeps none costs nothing more)
+--   member that keeps none costs nothing more). A batch opened with
+--   results_by_token (a flow's stage) lists only adds under a once-token:
+--   a member a running step adds to it can't shift its group's order.
 -- ARGV[5..] = pairs: member jid, its payload (JSON, naming the batch in
 --   its "batch" field)
 -- Returns the batch's total after the add; -1 when the batch is gone or
@@ -45,9 +47,9 @@ redis.call("SADD", KEYS[2], unpack(jids))
 if ARGV[4] == "1" then
   -- A batch opened before the results list existed has no results_key: its
   -- members are not listed.
-  local listed = redis.call("HGET", KEYS[1], "results_key")
-  if listed then
-    redis.call("RPUSH", listed, unpack(jids))
+  local listed = redis.call("HMGET", KEYS[1], "results_key", "results_by_token")
+  if listed[1] and (not listed[2] or ARGV[3] ~= "") then
+    redis.call("RPUSH", listed[1], unpack(jids))
   end
 end
 local total = redis.call("HINCRBY", KEYS[1], "total", #jids)

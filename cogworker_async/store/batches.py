@@ -65,8 +65,11 @@ async def open_batch(
     callbacks: Mapping[str, Callback] | None = None,
     parent: str | None = None,
     keep: float = BATCH_KEEP,
+    results_by_token: bool = False,
 ) -> Opened:
-    """Create batch ``bid``, open; a child of ``parent`` (a bid) counts as one of its members."""
+    """Create batch ``bid``, open; a child of ``parent`` (a bid) counts as one of its
+    members. ``results_by_token``: only members added under a once-token are listed
+    for ``read_results`` (a flow's stage: its list is its group, in order)."""
     spec: dict[str, Any] = {
         "bid": bid,
         "pending_key": keys.batch_pending(bid),
@@ -74,6 +77,7 @@ async def open_batch(
         "description": description,
         "created_at": created_at,
         "keep": keep,
+        "results_by_token": results_by_token,
         "callbacks": {event: _callback_spec(keys, cb) for event, cb in (callbacks or {}).items()},
     }
     script_keys = [keys.batch(bid), keys.batches]

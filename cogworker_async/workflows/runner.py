@@ -71,6 +71,7 @@ async def start_stage(
         created_at=now,
         description=f"flow stage {index + 1} of {len(flow['stages'])}",
         callbacks=callbacks,
+        results_by_token=True,  # its list is its group's, in order (below)
     )
     if opened is not Opened.OPENED:
         found = await batches.read_batch(redis, keys, bid)

@@ -59,6 +59,22 @@ async def test_members_are_listed_in_order_once_and_only_when_they_keep_a_result
     assert not set(again) & set(listed)
 
 
+async def test_a_flow_stage_lists_only_its_own_tokened_adds(redis: Redis, keys: Keys) -> None:
+    """A member a running step adds to its stage (no once-token) while the stage is
+    still being added is not listed: the list stays the group, in order."""
+    bid = new_jid()
+    opened = await batches.open_batch(
+        redis, keys, bid=bid, created_at=time.time(), results_by_token=True
+    )
+    assert opened is batches.Opened.OPENED
+    first = await add(redis, keys, bid, 2, once="chunk:0")
+    await add(redis, keys, bid, 1)  # from a running step: pending, not listed
+    second = await add(redis, keys, bid, 2, once="chunk:1")
+    listed = [jid.decode() for jid in await redis.lrange(keys.batch_results(bid), 0, -1)]
+    assert listed == first + second
+    assert await redis.scard(keys.batch_pending(bid)) == 5
+
+
 async def test_chunks_read_every_result_in_order_with_none_where_there_is_none(
     redis: Redis, keys: Keys
 ) -> None:
