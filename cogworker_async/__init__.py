@@ -37,7 +37,7 @@ from cogworker_async.jobs import BoundJob, JobFunction, job
 from cogworker_async.periodic import periodic
 from cogworker_async.settings import Settings
 from cogworker_async.worker.worker import Worker
-from cogworker_async.workflows import chain, chord, group, step
+from cogworker_async.workflows import batch_results, chain, chord, group, step
 
 __all__ = [
     "AbortOutcome",
@@ -68,6 +68,7 @@ __all__ = [
     "UnparseableJob",
     "Worker",
     "__version__",
+    "batch_results",
     "chain",
     "chord",
     "current_job",

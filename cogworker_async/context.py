@@ -38,6 +38,15 @@ class JobContext:
         return bid if isinstance(bid, str) else None
 
     @property
+    def callback_batch(self) -> str | None:
+        """The bid of the batch whose callback (``on_success``, ``on_complete``,
+        ``on_death``) this job is (None: none); its members' results:
+        ``batch_results()``."""
+        callback = self.payload.get("batch_callback")
+        bid = callback.get("bid") if isinstance(callback, dict) else None
+        return bid if isinstance(bid, str) else None
+
+    @property
     def state(self) -> Any:
         """What the worker's lifespan yielded (``RuntimeError`` if it has none).
 

@@ -334,6 +334,12 @@ class Keys:
         child batch). Under its own prefix, so no payload can name it as a hold."""
         return f"{self.ns}:batch_pending:{bid}"
 
+    def batch_results(self, bid: str) -> str:
+        """The jids of a batch's members that keep a result, in the order they were
+        added (a list): where ``batch_results`` finds their results, each at its own
+        ``result`` key. Kept as long as the batch once it is done."""
+        return f"{self.ns}:batch_results:{bid}"
+
     @property
     def batch_stats(self) -> str:
         """The namespace's batch counters (a hash of totals; Prometheus reads it)."""

@@ -211,6 +211,7 @@ MOVES_NO_JOB: dict[str, str] = {
     "batch_member_end": "counts batch members' ends a settling step could not (basic fetch)",
     "batch_abort": "notes on a batch that it was aborted (its members are aborted one by one)",
     "batch_close": "closes a batch; may push its callbacks, new jobs (as enqueue does)",
+    "batch_results": "reads a chunk of a batch's members' kept results (reads only)",
     "abort_running": "leaves a tombstone and notifies the runner; the runner settles the job",
     "delete_orphan_locks": "deletes unique locks whose holder is in no place",
     "deregister": "removes a leaving process's presence and registry entries",

@@ -10,12 +10,21 @@
 -- ARGV[3] = a once-token ("" for none): an add under a token the batch has
 --   seen already adds nothing (a flow's stage started again by its step
 --   job's second run: its members, some maybe ended, are not added twice)
--- ARGV[4..] = pairs: member jid, its payload (JSON, naming the batch in
+-- ARGV[4] = "1": these members keep a result, so their jids are appended,
+--   in this order, to the batch's results list (the hash's results_key,
+--   <ns>:batch_results:<bid>; batch_results.lua reads it); "" otherwise (a
+--   member that keeps none costs nothing more). A batch opened with
+--   results_by_token (a flow's stage) lists only adds under a once-token:
+--   a member a running step adds to it can't shift its group's order.
+-- ARGV[5..] = pairs: member jid, its payload (JSON, naming the batch in
 --   its "batch" field)
 -- Returns the batch's total after the add; -1 when the batch is gone or
 -- over (nothing written: a member of a finished batch would never count).
 -- A batch is open or running while any member is pending: adding from a
 -- running member (current_job().batch) is safe, since that member is pending.
+-- Why atomic: the results list gets a jid in the same step as the pending
+-- set, so it is listed once (a once-token's second add lists nothing either)
+-- and in the order the adds happened, even beside a concurrent adder.
 
 --- @include wake_poller
 
@@ -27,7 +36,7 @@ if ARGV[3] ~= "" and redis.call("HSETNX", KEYS[1], "added:" .. ARGV[3], "1") == 
   return tonumber(redis.call("HGET", KEYS[1], "total"))
 end
 local jids, payloads = {}, {}
-for i = 4, #ARGV, 2 do
+for i = 5, #ARGV, 2 do
   jids[#jids + 1] = ARGV[i]
   payloads[#payloads + 1] = ARGV[i + 1]
 end
@@ -35,6 +44,14 @@ if #jids == 0 then
   return tonumber(redis.call("HGET", KEYS[1], "total"))
 end
 redis.call("SADD", KEYS[2], unpack(jids))
+if ARGV[4] == "1" then
+  -- A batch opened before the results list existed has no results_key: its
+  -- members are not listed.
+  local listed = redis.call("HMGET", KEYS[1], "results_key", "results_by_token")
+  if listed[1] and (not listed[2] or ARGV[3] ~= "") then
+    redis.call("RPUSH", listed[1], unpack(jids))
+  end
+end
 local total = redis.call("HINCRBY", KEYS[1], "total", #jids)
 if ARGV[1] == "schedule" then
   local due = tonumber(ARGV[2])

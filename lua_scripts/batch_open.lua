@@ -6,7 +6,9 @@
 --   (sorted set, bid -> opened at), KEYS[3] (a child batch only) = the
 --   parent's hash
 -- ARGV[1] = JSON object: bid, pending_key (<ns>:batch_pending:<bid>),
---   description, created_at, keep (s the batch is kept once done), and
+--   results_key (<ns>:batch_results:<bid>, see batch_add.lua), results_by_token
+--   (true: only adds under a once-token are listed: a flow's stage, whose
+--   list is its group's order), description, created_at, keep (s the batch is kept once done), and
 --   callbacks: {event -> {queue_key, queues_key, wakeup_key, queue, payload}}
 --   (event: success, complete, death; see includes/batch_end.lua)
 -- Returns 1 when opened; 0 when a batch of that bid exists already; -1 when
@@ -29,8 +31,13 @@ if parent then
   redis.call("HINCRBY", parent, "total", 1)
 end
 local flat = {"bid", spec["bid"], "state", "open", "pending_key", spec["pending_key"],
+  "results_key", spec["results_key"],
   "description", spec["description"] or "", "created_at", spec["created_at"],
   "keep", spec["keep"], "total", 0, "succeeded", 0, "failed", 0, "dead", 0}
+if spec["results_by_token"] then
+  flat[#flat + 1] = "results_by_token"
+  flat[#flat + 1] = "1"
+end
 if parent then
   flat[#flat + 1] = "parent"
   flat[#flat + 1] = parent

@@ -160,6 +160,7 @@ class Batch:
             queue=str(job["queue"]),
             members=[(jid, payload.encode_job(job))],
             due=due,
+            keep_results="keep_result" in job,
         )
         self.size += 1
         if job.get("status"):
@@ -193,7 +194,10 @@ class Batch:
         # 500-member calls (the client's memory stays that of one chunk, plus
         # the jids when the caller keeps them through ``note``).
         chunk: list[tuple[str, bytes]] = []
-        where: tuple[str, float | None] | None = None
+        # A chunk goes to one queue (or due time), and its members all keep a
+        # result or all keep none (only those that keep one are listed, for
+        # batch_results).
+        where: tuple[str, float | None, bool] | None = None
         now = time.time()
         added = 0
 
@@ -206,6 +210,7 @@ class Batch:
                     queue=where[0],
                     members=chunk,
                     due=where[1],
+                    keep_results=where[2],
                 )
                 self.size += len(chunk)
                 chunk.clear()
@@ -221,7 +226,7 @@ class Batch:
             if built is None:
                 continue
             job, due = built
-            here = (str(job["queue"]), due)
+            here = (str(job["queue"]), due, "keep_result" in job)
             if where is not None and here != where:
                 await send()
             where = here

@@ -12,6 +12,7 @@ the client says so, and what the live processes suggest is wrong.
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
 from cogworker_async import payload
@@ -23,6 +24,7 @@ from cogworker_async.client.enqueueing import Enqueueing, _due
 from cogworker_async.client.flows import EnqueuedFlow, enqueue_flow
 from cogworker_async.client.handle import JobHandle
 from cogworker_async.store import batches as batch_store
+from cogworker_async.store.batch_results import read_results
 from cogworker_async.store.batches import BATCH_KEEP
 
 # EnqueuedByName (what enqueue_by_name returns) is part of this module's API;
@@ -78,6 +80,16 @@ class Client(Enqueueing):
         """``{"state": "open|running|success|complete|dead", "total", "pending",
         "succeeded", "failed", "dead", "callbacks", ...}``, or None (no such batch)."""
         return await batch_store.batch_status(self.redis, self.keys, bid)
+
+    async def batch_results(self, bid: str) -> AsyncIterator[Any]:
+        """The results of batch ``bid``'s members that keep one (``keep_result``), in
+        the order they were added: ``async for value in client.batch_results(bid)``.
+        Read ``RESULTS_CHUNK`` (1,000) a round trip, never all at once. A member that
+        failed, or whose result expired, gives None; nothing when the batch is gone
+        or no member keeps a result. Inside a worker's job: ``batch_results()``."""
+        async for pairs in read_results(self.redis, self.keys, bid):
+            for _, value in pairs:
+                yield value
 
     async def abort_batch(self, bid: str) -> int:
         """Abort every member of batch ``bid`` not ended yet (its child batches'

@@ -65,14 +65,19 @@ async def open_batch(
     callbacks: Mapping[str, Callback] | None = None,
     parent: str | None = None,
     keep: float = BATCH_KEEP,
+    results_by_token: bool = False,
 ) -> Opened:
-    """Create batch ``bid``, open; a child of ``parent`` (a bid) counts as one of its members."""
+    """Create batch ``bid``, open; a child of ``parent`` (a bid) counts as one of its
+    members. ``results_by_token``: only members added under a once-token are listed
+    for ``read_results`` (a flow's stage: its list is its group, in order)."""
     spec: dict[str, Any] = {
         "bid": bid,
         "pending_key": keys.batch_pending(bid),
+        "results_key": keys.batch_results(bid),
         "description": description,
         "created_at": created_at,
         "keep": keep,
+        "results_by_token": results_by_token,
         "callbacks": {event: _callback_spec(keys, cb) for event, cb in (callbacks or {}).items()},
     }
     script_keys = [keys.batch(bid), keys.batches]
@@ -90,18 +95,20 @@ async def add_members(
     members: Sequence[tuple[str, bytes]],
     due: float | None = None,
     once: str = "",
+    keep_results: bool = False,
 ) -> int:
     """Add ``members`` (jid, payload) to batch ``bid`` and push them onto ``queue`` (or
     the schedule, ``due``) in one step; returns the batch's total. ``BatchGone`` when
     the batch is gone or over (nothing written). ``once``: a token; a second add
-    under it adds nothing."""
+    under it adds nothing. ``keep_results``: the members keep a result, so their
+    jids are listed, in this order, for ``read_results``."""
     if due is None:
         script_keys = [keys.queue(queue), keys.queues, keys.wakeup(queue)]
         args: list[EncodableArg] = ["push", queue]
     else:
         script_keys = [keys.schedule, keys.schedule_wakeup]
         args = ["schedule", due]
-    args.append(once)
+    args.extend((once, "1" if keep_results else ""))
     for jid, payload in members:
         args.extend((jid, payload))
     total = int(
@@ -220,21 +227,6 @@ async def recent_batches(redis: Redis, keys: Keys, limit: int = 50) -> list[dict
             found.append(status)
     await forget_expired(redis, keys, gone)
     return found
-
-
-async def read_result(redis: Redis, keys: Keys, jid: str) -> Any:
-    """The value job ``jid`` returned (its kept result's envelope), or None when it
-    failed, kept none, or its result is gone (a flow's next stage reads it)."""
-    raw = await redis.lindex(keys.result(jid), 0)
-    if raw is None:
-        return None
-    try:
-        envelope = orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        return None
-    if isinstance(envelope, dict) and envelope.get("ok") is True:
-        return envelope.get("value")
-    return None
 
 
 async def fail_results(

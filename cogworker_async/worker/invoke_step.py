@@ -19,6 +19,7 @@ from cogworker_async.middleware import Next, ServerMiddleware, wrap_server_chain
 from cogworker_async.worker.aborting import FINISHING, IN_HANDLER
 from cogworker_async.worker.running_job import RunningJob
 from cogworker_async.worker.threads import HandlerThreads
+from cogworker_async.workflows.results import RESULTS_OF, with_results
 
 
 class InvokeStep:
@@ -69,6 +70,10 @@ class InvokeStep:
         kwargs = job.get("kwargs") or {}
         running.phase = IN_HANDLER
         try:
+            if RESULTS_OF in job:
+                # A chord's callback: the group's results, read now (an abort
+                # cancels this read as it would the handler).
+                args = await with_results(job, args)
             if not function.is_async:
                 call = functools.partial(function.fn, *args, **kwargs)
                 if box is not None:

@@ -52,6 +52,7 @@ TYPED: dict[str, ExpectedType] = {
     "status": "hash",
     "batch": "hash",
     "batch_pending": "set",
+    "batch_results": "list",
     "batches": "zset",
     "batch_stats": "hash",  # under stats: (integers), an exact name
     "after_waiting": "hash",
@@ -130,6 +131,7 @@ _PREFIXED = (
     "status",
     "batch",
     "batch_pending",
+    "batch_results",
     "after_edges",
     "result",
     "result_gone",

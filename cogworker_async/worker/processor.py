@@ -61,6 +61,7 @@ from cogworker_async.worker.settlement import Settler
 from cogworker_async.worker.suspects import SUSPECT_PREFIX, Suspects
 from cogworker_async.worker.threads import HandlerThreads, cancelled_by_us
 from cogworker_async.worker.tracking import Tracker
+from cogworker_async.workflows.results import RESULTS_OF
 
 # Importable from here as before (tests, the abort logic's docs).
 __all__ = ["Processors", "RunningJob"]
@@ -288,6 +289,7 @@ class Processors(AbortedJobs):
                 and function.is_async
                 and not running.aborted  # (aborted while a lock was taken: never started)
                 and not self._middleware
+                and RESULTS_OF not in job  # a chord's callback: its arguments are read first
                 and not (job.get("timeout") or function.defaults.timeout or self._default_timeout)
             ):
                 # The common case, without one coroutine or partial more than it needs.

@@ -15,6 +15,7 @@ from cogworker_async.worker.fetcher import Fetcher
 from cogworker_async.worker.invoke_step import InvokeStep
 from cogworker_async.worker.running_job import RunningJob
 from cogworker_async.worker.tracking import Tracker
+from cogworker_async.workflows.results import RESULTS_OF
 
 
 class TrackedRun(InvokeStep):
@@ -57,6 +58,7 @@ class TrackedRun(InvokeStep):
             and function.is_async
             and not running.aborted
             and not self._middleware
+            and RESULTS_OF not in job  # a chord's callback: its arguments are read first
             and not (job.get("timeout") or function.defaults.timeout or self._default_timeout)
         ):
             # The common case, as process() runs a plain job's: no layer between.

@@ -12,6 +12,17 @@ there) or ``run`` (it runs anyway; a failed step's result is ``None``).
 """
 
 from cogworker_async.workflows.canvas import Chain, Group, Step, chain, chord, group, step
+from cogworker_async.workflows.results import batch_results
 from cogworker_async.workflows.runner import FLOW_STEP
 
-__all__ = ["FLOW_STEP", "Chain", "Group", "Step", "chain", "chord", "group", "step"]
+__all__ = [
+    "FLOW_STEP",
+    "Chain",
+    "Group",
+    "Step",
+    "batch_results",
+    "chain",
+    "chord",
+    "group",
+    "step",
+]

@@ -9,14 +9,18 @@ its jobs with the previous result as first argument, and closes it. The step
 job runs at least once, so starting a stage is idempotent: a stage whose
 batch is already running or done is not started again (an earlier run did),
 and one left open by a run that died half-way is completed: its jobs are
-added once per queue (``batch_add``'s once-token), never twice, so a job
+added once per chunk (``batch_add``'s once-token), never twice, so a job
 that already ended is not made pending again.
+
+After a group, the next stage's jobs do not get the group's results copied
+into their payload: they carry ``"results_of": {"bid", "count"}`` (the
+group's batch and its size), and the worker reads the list, in order, when
+the job starts (``workflows/results.py``), however large the group.
 """
 
 from __future__ import annotations
 
 import time
-from collections import defaultdict
 from typing import Any
 
 import orjson
@@ -27,12 +31,13 @@ from cogworker_async.context import worker_services
 from cogworker_async.errors import DependencyFailed, JobAborted
 from cogworker_async.jobs import job
 from cogworker_async.keys import Keys
-from cogworker_async.store import batches
+from cogworker_async.store import batch_results, batches
 from cogworker_async.store.batches import Callback, Opened
 
 STEP_NAME = "cogworker.flow_step"
 FLOW_KEEP = 86_400.0  # s a flow's results are kept at least: the next stage reads them
 DEPENDENCY_FAILED = DependencyFailed.__name__
+ADD_CHUNK = 500  # members a batch_add call adds (Lua's unpack takes a few thousand at most)
 
 
 def _step_callback(flow: dict[str, Any], index: int, now: float) -> Callback:
@@ -43,10 +48,16 @@ def _step_callback(flow: dict[str, Any], index: int, now: float) -> Callback:
 
 
 async def start_stage(
-    redis: Redis, keys: Keys, flow: dict[str, Any], index: int, given: tuple[Any, ...] = ()
+    redis: Redis,
+    keys: Keys,
+    flow: dict[str, Any],
+    index: int,
+    given: tuple[Any, ...] = (),
+    results_of: dict[str, Any] | None = None,
 ) -> bool:
     """Start stage ``index`` of ``flow``, ``given`` (the previous result, or nothing)
-    first in each job's arguments. False when it was started already."""
+    first in each job's arguments, or ``results_of`` (a group's batch: its results,
+    read when each job starts) in their payload. False when it was started already."""
     stage = flow["stages"][index]
     bid = stage["bid"]
     now = time.time()
@@ -60,22 +71,46 @@ async def start_stage(
         created_at=now,
         description=f"flow stage {index + 1} of {len(flow['stages'])}",
         callbacks=callbacks,
+        results_by_token=True,  # its list is its group's, in order (below)
     )
     if opened is not Opened.OPENED:
         found = await batches.read_batch(redis, keys, bid)
         if found is None or found.get("state") != "open":
             return False
-    by_queue: dict[str, list[tuple[str, bytes]]] = defaultdict(list)
+    # Added in the group's order (a chord's callback reads the results in the
+    # order the batch lists them), a chunk a call, split where the queue
+    # changes; the chunks are the same on every run, so each has its token.
+    chunk: list[tuple[str, bytes]] = []
+    queue = ""
+    sent = 0
+
+    async def send() -> None:
+        nonlocal sent
+        if chunk:
+            await batches.add_members(
+                redis,
+                keys,
+                bid=bid,
+                queue=queue,
+                members=chunk,
+                once=f"chunk:{sent}",
+                keep_results=True,  # every flow job keeps its result (FLOW_KEEP)
+            )
+            sent += 1
+            chunk.clear()
+
     for member in stage["jobs"]:
         body = orjson.loads(member["payload"])
         body["args"] = [*given, *body.get("args", [])]
+        if results_of is not None:
+            body["results_of"] = results_of
         body["batch"] = bid
         body["enqueued_at"] = now
-        by_queue[member["queue"]].append((member["jid"], payload.encode(body)))
-    for queue, members in by_queue.items():
-        await batches.add_members(
-            redis, keys, bid=bid, queue=queue, members=members, once=f"queue:{queue}"
-        )
+        if member["queue"] != queue or len(chunk) >= ADD_CHUNK:
+            await send()
+            queue = member["queue"]
+        chunk.append((member["jid"], payload.encode(body)))
+    await send()
     await batches.close_batch(redis, keys, bid)
     return True
 
@@ -107,7 +142,6 @@ async def flow_step(flow: dict[str, Any], index: int) -> None:
     previous = flow["stages"][index - 1]
     found = await batches.read_batch(redis, keys, previous["bid"])
     succeeded = found is not None and found.get("succeeded") == found.get("total")
-    results = [await batches.read_result(redis, keys, m["jid"]) for m in previous["jobs"]]
     policy = flow["stages"][index]["if_failed"]
     if found is not None and found.get("aborted"):
         # The flow was aborted (client.abort_flow): nothing after it runs.
@@ -118,7 +152,12 @@ async def flow_step(flow: dict[str, Any], index: int) -> None:
     if not succeeded and policy == "fail":
         await _fail_from(redis, keys, flow, index)
         return
-    value = results if previous["group"] else results[0]
+    if previous["group"]:
+        # A reference, not the list: each job reads it when it starts.
+        group = {"bid": previous["bid"], "count": len(previous["jobs"])}
+        await start_stage(redis, keys, flow, index, results_of=group)
+        return
+    value = await batch_results.read_result(redis, keys, previous["jobs"][0]["jid"])
     await start_stage(redis, keys, flow, index, (value,))
 
 

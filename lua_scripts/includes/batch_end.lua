@@ -6,7 +6,8 @@
 -- A batch is a hash at <ns>:batch:<bid> (the hold's key) written by
 -- batch_open.lua: state ("open" until its `async with` block closes, then
 -- "running", then "done"), total, succeeded, failed, dead, pending_key (the
--- set of members not ended: jids, "b:<bid>" for a child batch), parent (the
+-- set of members not ended: jids, "b:<bid>" for a child batch), results_key
+-- (the list of members' jids that keep a result, batch_add.lua), parent (the
 -- parent batch's hash key, for a child batch), keep (s it is kept once done),
 -- and per callback "cb:<event>" (success, complete, death) a JSON object
 -- {queue_key, queues_key, wakeup_key, queue, payload} built by the client
@@ -110,7 +111,8 @@ local function batch_settle(key, members, outcome)
     end
     -- The last member ended: the batch is over, here and only here.
     local now = batch_now()
-    local rest = redis.call("HMGET", key, "failed", "dead", "parent", "bid", "keep")
+    local rest = redis.call("HMGET", key, "failed", "dead", "parent", "bid", "keep",
+      "results_key")
     local failed, dead = tonumber(rest[1]) or 0, tonumber(rest[2]) or 0
     redis.call("HSET", key, "state", "done", "finished_at", now)
     if failed == 0 and dead == 0 then
@@ -127,6 +129,11 @@ local function batch_settle(key, members, outcome)
     local keep = tonumber(rest[5])
     if keep and keep > 0 then
       redis.call("EXPIRE", key, math.ceil(keep))
+      -- Its results list lives as long as it (batch_add.lua writes it; absent
+      -- when no member keeps a result: EXPIRE of no key does nothing).
+      if rest[6] then
+        redis.call("EXPIRE", rest[6], math.ceil(keep))
+      end
     end
     key, members = rest[3], {"b:" .. tostring(rest[4])}
   end
