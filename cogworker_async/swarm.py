@@ -34,6 +34,8 @@ MEMORY_GRACE = 2.0
 # after this long.
 READY_WAIT = 120.0
 READY_FD_ENV = "COGWORKER_READY_FD"  # as worker/signals.py reads it
+# Our pid, by which a child sees that its supervisor is gone (worker/signals.py).
+SUPERVISOR_PID_ENV = "COGWORKER_SUPERVISOR_PID"
 
 
 def rss_mb(pid: int) -> float | None:
@@ -90,7 +92,7 @@ class Swarm:
     def spawn(self, slot: int, delay: float = 0.0) -> None:
         ours, theirs = os.pipe()
         os.set_blocking(ours, False)
-        env = {**os.environ, READY_FD_ENV: str(theirs)}
+        env = {**os.environ, READY_FD_ENV: str(theirs), SUPERVISOR_PID_ENV: str(os.getpid())}
         try:
             process = subprocess.Popen(self.command, env=env, pass_fds=(theirs,))  # noqa: S603
         finally:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import os
 import signal
@@ -31,6 +32,12 @@ STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 # Set by a supervisor (``--processes``): the pipe on which a child says that a
 # SIGTERM now stops it gracefully. Before that, SIGTERM would kill it outright.
 READY_FD_ENV = "COGWORKER_READY_FD"
+# Also set by the supervisor: its pid. A child whose parent is no longer that
+# process (the supervisor was SIGKILLed, or crashed) stops gracefully instead
+# of running on unsupervised: nothing would restart it, bound its memory or
+# pass it a stop signal any more.
+SUPERVISOR_PID_ENV = "COGWORKER_SUPERVISOR_PID"
+PARENT_CHECK_INTERVAL = 1.0  # s between looks at os.getppid(): one cheap syscall
 
 
 @contextmanager
@@ -58,9 +65,12 @@ def stop_on_signals(stop: Callable[[], None], logger: logging.Logger) -> Iterato
             saved.append((sig, before, loop_handler))
     if saved:
         tell_supervisor_ready()
+    watch = _watch_supervisor(loop, stop, logger) if loop is not None else None
     try:
         yield bool(saved)
     finally:
+        if watch is not None:
+            watch.cancel()
         assert loop is not None or not saved
         for sig, before, loop_handler in reversed(saved):
             _restore(loop, sig, before, loop_handler)
@@ -85,6 +95,63 @@ def _restore(loop: Any, sig: signal.Signals, before: Any, loop_handler: Any) -> 
             signal.signal(sig, before)
     except (RuntimeError, ValueError, OSError):
         pass  # the loop is closing or the signal can't be set here: nothing to put back
+
+
+class _SupervisorWatch:
+    """Calls ``stop`` once when this process's parent is no longer its supervisor."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        supervisor: int,
+        stop: Callable[[], None],
+        logger: logging.Logger,
+    ) -> None:
+        self._loop = loop
+        self._supervisor = supervisor
+        self._stop = stop
+        self._log = logger
+        self._handle: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        self._handle = self._loop.call_later(PARENT_CHECK_INTERVAL, self._look)
+
+    def _look(self) -> None:
+        if os.getppid() == self._supervisor:
+            self.start()
+            return
+        self._handle = None
+        self._log.error(
+            "the supervisor (pid %d) is gone: stopping gracefully, as at SIGTERM",
+            self._supervisor,
+        )
+        self._stop()
+
+    def cancel(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
+@functools.cache
+def _supervisor_pid() -> int | None:
+    """The supervisor's pid, read once per process (every stop_on_signals block of
+    it, the CLI's wait for Redis and its run, watches the same parent), and taken
+    out of the environment so that processes a job starts do not inherit it."""
+    named = os.environ.pop(SUPERVISOR_PID_ENV, "")
+    return int(named) if named.isdigit() else None
+
+
+def _watch_supervisor(
+    loop: asyncio.AbstractEventLoop, stop: Callable[[], None], logger: logging.Logger
+) -> _SupervisorWatch | None:
+    """Under a supervisor (``--processes``): a look at the parent every second."""
+    supervisor = _supervisor_pid()
+    if supervisor is None:
+        return None
+    watch = _SupervisorWatch(loop, supervisor, stop, logger)
+    watch.start()
+    return watch
 
 
 def tell_supervisor_ready() -> None:

@@ -73,8 +73,57 @@ def test_killed_child_is_replaced_and_its_jobs_recovered(
     finally:
         if supervisor.poll() is None:
             supervisor.kill()
+            supervisor.wait(timeout=30)
     text = log_path.read_text()
     assert "exited with status -9" in text
+
+
+def _running(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie, dead but not reaped by its new parent, does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.timeout(180)
+def test_children_stop_gracefully_when_their_supervisor_is_killed(
+    settings: Settings, sync_client: sync_redis.Redis, keys: Keys
+) -> None:
+    """SIGKILL of the supervisor (nothing can pass on its children's stop) must not
+    leave them running unsupervised: each sees its parent gone and stops as at
+    SIGTERM, its running job finished within shutdown_timeout or requeued."""
+    supervisor, log_path = start_swarm(settings, "--processes", "2", "-c", "2")
+    children: list[int] = []
+    try:
+        wait_for_sync(lambda: len(live_identities(sync_client, keys)) == 2, timeout=60)
+        children = [int(info["pid"]) for info in live_identities(sync_client, keys).values()]  # type: ignore[call-overload]
+        enqueue(sync_client, keys, "t.sleep", 0.5, jid=f"{0:024x}")
+        wait_for_sync(lambda: len(runs(sync_client, keys)) >= 1, timeout=30)
+        supervisor.kill()
+        supervisor.wait(timeout=30)
+        wait_for_sync(lambda: not any(_running(pid) for pid in children), timeout=60)
+        # Gone the graceful way: deregistered, their lists emptied, the job not lost.
+        assert live_identities(sync_client, keys) == {}
+        assert all(
+            sync_client.llen(keys.in_progress(i)) == 0 for i in sync_client.smembers(keys.processes)
+        )
+        wait_for_sync(
+            lambda: (
+                f"{0:024x}:done" in runs(sync_client, keys)
+                or sync_client.llen(keys.queue("default")) == 1
+            ),
+            timeout=30,
+        )
+    finally:
+        for pid in children:
+            if _running(pid):
+                os.kill(pid, signal.SIGKILL)
+        if supervisor.poll() is None:
+            supervisor.kill()
+            supervisor.wait(timeout=30)
+    assert "the supervisor (pid" in log_path.read_text()
 
 
 # Above the sum of the waits below (90 + 32): a test killed by pytest-timeout at 60 s
@@ -100,6 +149,7 @@ def test_child_over_the_memory_limit_is_replaced_gracefully(settings: Settings) 
     finally:
         if supervisor.poll() is None:
             supervisor.kill()
+            supervisor.wait(timeout=30)
     text = path.read_text()
     assert text.count("started (pid") >= 4  # two, plus replacements
     assert "exited with status 0" in text  # stopped gracefully, not killed

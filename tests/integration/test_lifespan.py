@@ -78,7 +78,8 @@ def test_each_child_opens_its_lifespan_once_and_closes_it_after_its_last_job_on_
             assert supervisor.wait(timeout=settings.shutdown_timeout + 20) == 0
         finally:
             if supervisor.poll() is None:
-                supervisor.kill()
+                supervisor.kill()  # its children see it gone and stop (worker/signals.py)
+                supervisor.wait(timeout=30)
         text = Path(log.name).read_text()
     seen = events(sync_client, keys)
     opened = [e.split(":")[1] for e in seen if e.startswith("open:")]
