@@ -73,6 +73,8 @@ class Tracker:
         # slot -> the job's "working" write (when sent on its own), which its
         # final write waits for.
         self._working: dict[int, asyncio.Task[None]] = {}
+        # keep_result -> (the one-key result's TTL, its gone_for), s.
+        self._ttls: dict[float, tuple[int, int]] = {}
 
     def wants_status(self, job: dict[str, Any], function: Function) -> bool:
         """The payload's own flag, else the registered job's, else the setting."""
@@ -136,7 +138,11 @@ class Tracker:
         # unstorable result below is this job's end too).
         _, progress = self.progress.finish(jid, self._working.pop(slot, None))
         keep = self.keep_for(job, function)
-        envelope = b"" if keep is None else self._encode(job, value)
+        if keep is None:
+            envelope, result_ttl = b"", 0
+        else:  # the one-key shape: its key outlives the keeping by gone_for s
+            result_ttl, gone_for = self._one_key_ttls(keep)
+            envelope = self._encode(job, value, gone_for)
         status = b""
         if self.wants_status(job, function):
             now = str(time.time())  # as status_json would send it, formatted once
@@ -153,8 +159,18 @@ class Tracker:
                 status = status_json(final)
         if keep is None and not status:
             return None
-        result_ttl, gone_ttl = (0, 0) if keep is None else results.result_ttls(keep)
-        return End(jid, status, self.status.ttl, envelope, result_ttl, gone_ttl)
+        return End(jid, status, self.status.ttl, envelope, result_ttl)
+
+    def _one_key_ttls(self, keep: float) -> tuple[int, int]:
+        """A one-key result's TTL (the keeping and gone_for) and its gone_for, in s
+        (``store/results.py``); computed once per ``keep`` (a job's few values)."""
+        ttls = self._ttls.get(keep)
+        if ttls is None:
+            if len(self._ttls) >= 64:  # payloads may each name their own: bounded
+                self._ttls.clear()
+            seconds, marker = results.result_ttls(keep)
+            ttls = self._ttls[keep] = (marker, marker - seconds)
+        return ttls
 
     def _success_envelope(
         self, job: dict[str, Any], function: Function, value: Any
@@ -164,9 +180,9 @@ class Tracker:
         return self._encode(job, value)
 
     @staticmethod
-    def _encode(job: dict[str, Any], value: Any) -> bytes:
+    def _encode(job: dict[str, Any], value: Any, gone_for: int = 0) -> bytes:
         try:
-            return results.encode_success(value)
+            return results.encode_success(value, gone_for=gone_for)
         except (TypeError, ValueError) as exc:
             # Filed dead by the settler (never retried: the handler succeeded).
             raise ResultNotJSON(

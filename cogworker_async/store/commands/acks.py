@@ -24,15 +24,14 @@ class End(NamedTuple):
     """What a tracked job's ack writes of its end, in the ack's own step
     (``includes/acked_ends.lua``): its final status fields (``status``, as
     ``status_json`` encodes them, b"" for none) kept ``status_ttl`` s, and its kept result
-    (``envelope``, b"" for none) kept ``result_ttl`` s, with its "gone" marker
-    ``gone_ttl`` s (``store/results.py``)."""
+    (``envelope``, b"" for none), in the one-key shape (``store/results.py``: the
+    envelope's ``gone_for``), its key kept ``result_ttl`` s, ``gone_for`` included."""
 
     jid: str
     status: bytes
     status_ttl: int
     envelope: bytes
     result_ttl: int
-    gone_ttl: int
 
 
 class Start(NamedTuple):
@@ -95,7 +94,7 @@ _holds_of = operator.itemgetter(3)  # Ack.holds
 _end_of = operator.itemgetter(4)  # Ack.end
 _jid_of = operator.itemgetter(1)  # Ack.jid
 _member_of = operator.itemgetter(5)  # Ack.member
-END_FIELDS = 6  # what one End puts on the wire (``includes/acked_ends.lua``)
+END_FIELDS = 5  # what one End puts on the wire (``includes/acked_ends.lua``)
 
 
 def _ack_args(keys: Keys, acks: Sequence[Ack]) -> list[EncodableArg]:
