@@ -37,13 +37,14 @@ class End(NamedTuple):
 class Start(NamedTuple):
     """A tracked job's ``working`` status, riding the next fetch
     (``includes/acked_ends.lua``, ``write_started``): its fields (sent as
-    ``status_json`` encodes them) and its start (``started_at``, as the
+    ``status_json`` encodes them; a list is that form already, flat and all
+    strings, name then value) and its start (``started_at``, as the
     fields say), kept ``status_ttl`` s; skipped when the hash already tells this
     run's end. Encoded only when a call carries it: an end that finds it still
     waiting writes its fields with its own instead."""
 
     jid: str
-    fields: Mapping[str, Any]
+    fields: Mapping[str, Any] | list[str]
     started_at: float
     status_ttl: int
 
@@ -144,7 +145,9 @@ def _end_args(keys: Keys, acks: Sequence[Ack], starts: Sequence[Start] = ()) -> 
         args.extend(end)
     args.append(len(starts))
     for start in starts:
-        args.extend((start.jid, status_json(start.fields), start.started_at, start.status_ttl))
+        fields = start.fields
+        encoded = orjson.dumps(fields) if isinstance(fields, list) else status_json(fields)
+        args.extend((start.jid, encoded, start.started_at, start.status_ttl))
     return args
 
 
