@@ -1,4 +1,5 @@
-"""A tracked success's end as its ack carries it (``Tracker.success_end``), without Redis.
+"""A tracked success's end as its ack carries it (``Tracker.success_end``), and its
+``working`` write's way to a call (``Fetcher.send_start``), without Redis.
 
 The ``working`` write waits in the fetcher's book as a flat list; an end that
 finds it there writes one status, edited from it; a result is kept in the
@@ -10,6 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import anyio
 import orjson
 import pytest
 
@@ -18,7 +20,9 @@ from cogworker_async.settings import Settings
 from cogworker_async.store.commands import Start
 from cogworker_async.store.commands.acks import _end_args
 from cogworker_async.worker.acks import AckBook
+from cogworker_async.worker.fetcher import START_RIDE_FOR
 from cogworker_async.worker.tracking import Tracker
+from tests.unit.test_fetch_sources import fetcher
 
 pytestmark = pytest.mark.anyio
 
@@ -108,3 +112,22 @@ async def test_a_kept_result_is_one_key_its_ttl_the_keeping_and_gone_for() -> No
     assert orjson.loads(end.envelope) == {"ok": True, "value": {"n": 1}, "gone_for": 600}
     assert end.result_ttl == 1200
     assert tracker.success_end(0, _job(), None, 1) is None  # neither: a plain ack
+
+
+async def test_a_start_rides_the_next_call_or_goes_after_a_moment() -> None:
+    """No call of its own at once (a quick job's end takes it back); with no call
+    meanwhile, the lanes are kicked after ``START_RIDE_FOR``."""
+    f = fetcher("q")
+    f.send_start(Start(JID, ["state", "working"], 1.0, 60))
+    f.send_start(Start("cd" * 12, ["state", "working"], 1.0, 60))  # one timer for both
+    assert not f._kick.is_set()
+    with anyio.fail_after(5):
+        await f._kick.wait()
+    assert f._acks.starts_waiting
+    f._kick.clear()
+    assert f.take_start(JID) is not None
+    assert f.take_start("cd" * 12) is not None
+    f.send_start(Start(JID, ["state", "working"], 1.0, 60))
+    assert f.take_start(JID) is not None  # its end took it back: nothing to send
+    await anyio.sleep(START_RIDE_FOR * 3)  # why: asserting the kick did not come
+    assert not f._kick.is_set()
