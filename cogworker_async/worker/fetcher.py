@@ -195,10 +195,9 @@ class Fetcher(FetcherState, FetchLoops, FetchSources, SuspectFetching):
 
         Not a call of its own at once: a busy worker's next call (an ack's, a
         fetch's) comes within moments, and a quick job's end takes its start
-        back and writes both as one (``Tracker.success_end``); kicking the lanes
-        for each start cost a call per few jobs (+25% worker CPU per status job,
-        BENCHMARKS.md). A worker that makes no call meanwhile (one long job)
-        sends it after ``START_RIDE_FOR``."""
+        back and writes both as one (``Tracker.success_end``), so kicking the
+        lanes for each start would only wake them for nothing. A worker that
+        makes no call meanwhile (one long job) sends it after ``START_RIDE_FOR``."""
         self._acks.add_start(start)
         if self._start_kick is None:
             self._start_kick = asyncio.get_running_loop().call_later(
