@@ -14,7 +14,7 @@
 --   each kind says (includes/holds.lua; ack_jobs' settle_acked_holds); the
 --   batch members of one batch come as one group ("*p1,p2,..." positions)
 -- then, last and only when some acked job carries one, the ends block: e, the
---   tracking prefix and e groups of 6 (includes/acked_ends.lua): the kept
+--   tracking prefix and e groups of 5 (includes/acked_ends.lua): the kept
 --   results and final statuses of the acked jobs, written in this same step
 -- Returns the 1-based positions of acks whose job was already gone.
 -- (The variable list stays positional: the raw jobs must pass untouched.)

@@ -34,7 +34,7 @@
 --   (keys.fair_used), each queue's fair jobs are moved onto their key's line
 --   and taken by turns after its plain jobs (includes/fair.lua)
 -- then, last and only when some acked job carries one, the ends block: e, the
---   tracking prefix and e groups of 6 (includes/acked_ends.lua): the kept
+--   tracking prefix and e groups of 5 (includes/acked_ends.lua): the kept
 --   results and final statuses of acked jobs, written in this same step
 -- Returns {jobs taken (raw, in the order taken), positions of acks whose job
 -- was already gone, names of queues skipped because their key has the wrong type,

@@ -28,6 +28,7 @@ from cogworker_async.keys import Keys
 from cogworker_async.lifecycle import Place, State, state_at
 from cogworker_async.store.replies import loose_text
 from cogworker_async.store.replies import raw as raw_bytes
+from cogworker_async.store.results import expired
 from cogworker_async.store.status import JobStatus, Progress, read_progress, read_status
 
 LOOKUP_WORK = 20_000
@@ -184,11 +185,16 @@ async def _held(redis: Redis, keys: Keys, jid: str) -> tuple[list[Found], bool]:
 
 
 async def kept_result(redis: Redis, keys: Keys, jid: str) -> tuple[dict[str, Any] | None, bool]:
-    """The job's kept result envelope (None if none), and whether one was kept but expired."""
+    """The job's kept result envelope (None if none), and whether one was kept but
+    expired (either shape of ``store/results.py``: the marker, or a one-key
+    envelope in its last ``gone_for`` s)."""
     async with redis.pipeline(transaction=False) as pipe:
         pipe.lindex(keys.result(jid), 0)
         pipe.exists(keys.result_gone(jid))
-        kept, gone = await pipe.execute(raise_on_error=False)
+        pipe.pttl(keys.result(jid))
+        kept, gone, pttl = await pipe.execute(raise_on_error=False)
+    if isinstance(kept, bytes) and expired(kept, pttl):
+        return None, True
     if isinstance(kept, bytes):
         try:
             envelope = orjson.loads(kept)

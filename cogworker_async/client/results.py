@@ -5,10 +5,13 @@ A result (``<ns>:result:<jid>``, a one-element list with a TTL of
 job that ended without one (dead, discarded, aborted, buried as
 ``ProcessDied``, killed or deleted by an operator), ``{"ok": false,
 "error_class": ..., "error_message": ...}``. The value follows the argument
-rule (``payload.check_json``: strict JSON, nothing converted). Beside it,
-``<ns>:result_gone:<jid>`` outlives it by as long again (at most a day): a
-waiter that finds only the marker raises ``ResultExpired`` rather than waiting
-out its timeout, and a short ``keep_result`` leaves no day-long key per job.
+rule (``payload.check_json``: strict JSON, nothing converted). That the job
+finished outlives the result by as long again (at most a day): a waiter that
+finds only that raises ``ResultExpired`` rather than waiting out its timeout,
+and a short ``keep_result`` leaves no day-long key per job. Two shapes say it
+(``store/results.py``): the envelope's own key, in its last ``gone_for`` s
+(a success's ack writes one key), or the marker ``<ns>:result_gone:<jid>``
+beside the list (the rarer ends, and older workers). A look reads both.
 
 Whoever writes an envelope publishes the jid's channel
 (``<ns>:result_ready:<jid>``) in the same step (the ack's step publishes
@@ -49,6 +52,7 @@ from cogworker_async.store.results import (
     RESULT_GONE_FOR,
     encode_failure,
     encode_success,
+    expired,
     publish_ready,
     queue_result,
     result_ttls,
@@ -60,6 +64,7 @@ __all__ = [
     "RESULT_GONE_FOR",
     "encode_failure",
     "encode_success",
+    "expired",
     "open_envelope",
     "publish_ready",
     "queue_result",
@@ -100,13 +105,14 @@ async def _look_blocking(redis: Redis, keys: Keys, jid: str, keeps: bool | None)
     pipe.lindex(key, 0)
     pipe.exists(gone)
     pipe.hget(keys.status(jid), "state")
-    found, finished, state = await pipe.execute(raise_on_error=False)
+    pipe.pttl(key)
+    found, finished, state, pttl = await pipe.execute(raise_on_error=False)
     for reply in (found, finished):  # the status's own error says nothing here
         if isinstance(reply, Exception):
             raise reply
-    if found is not None:
+    if found is not None and not expired(found, pttl):
         return open_envelope(key, jid, found)
-    if finished:
+    if finished or found is not None:
         raise ResultExpired(f"job {jid} finished but its result is no longer kept")
     unkept = finished_unkept(state, found, finished)
     if unkept is not None:
@@ -143,7 +149,7 @@ async def wait_blocking(
                 "BLMOVE", key, key, "RIGHT", "RIGHT", round(max(left, 0.01), 3)
             )
             if found is not None:
-                return open_envelope(key, jid, found)
+                continue  # the look above opens it (or finds it past its keeping)
     except ResponseError as exc:
         if str(exc).startswith("WRONGTYPE"):
             raise wrong_type(key, exc) from None

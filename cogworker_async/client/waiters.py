@@ -6,7 +6,8 @@ Client's one pub/sub connection (made at the first wait, closed with the
 Client). Whoever writes a result publishes that channel in the same step (and
 so does a finished status written without one), so a result is looked for
 (``LINDEX`` + ``EXISTS result_gone`` + the status's ``state``, which tells a
-job that finished and kept none: ``result_checks``) exactly when it may be
+job that finished and kept none: ``result_checks``, + the list's ``PTTL``,
+which tells a one-key result past its keeping) exactly when it may be
 there: once the subscription is confirmed (a result written before the wait
 began), and whenever the channel speaks. The looks and the
 (un)subscriptions of one loop turn go out together, so 10,000 waiters cost one
@@ -29,7 +30,7 @@ from redis.asyncio.client import PubSub
 from redis.exceptions import ResponseError
 
 from cogworker_async.client.result_checks import FinishedUnkept, finished_unkept, unkept_error
-from cogworker_async.client.results import open_envelope, wrong_type
+from cogworker_async.client.results import expired, open_envelope, wrong_type
 from cogworker_async.errors import ResultExpired, ResultTimeout
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
@@ -107,16 +108,20 @@ class ResultWaiters:
         pipe.lindex(self._keys.result(jid), 0)
         pipe.exists(self._keys.result_gone(jid))
         pipe.hget(self._keys.status(jid), "state")
-        found, gone, state = await pipe.execute(raise_on_error=False)
-        return self._found(jid, found, gone, state)
+        pipe.pttl(self._keys.result(jid))
+        found, gone, state, pttl = await pipe.execute(raise_on_error=False)
+        return self._found(jid, found, gone, state, pttl)
 
-    def _found(self, jid: str, found: Any, gone: Any, state: Any) -> Any:
+    def _found(self, jid: str, found: Any, gone: Any, state: Any, pttl: Any) -> Any:
+        """A look's replies: the result list's first element, the marker's
+        ``EXISTS``, the status's state and the list's ``PTTL`` (the two shapes of
+        ``store/results.py``: a one-key envelope in its last ``gone_for`` s is gone)."""
         if isinstance(found, ResponseError):
             return wrong_type(self._keys.result(jid), found)
         if isinstance(found, Exception):
             raise found
         if found is not None:
-            return found
+            return _GONE if expired(found, pttl) else found
         if gone is True or gone == 1:
             return _GONE
         # A status hash of the wrong type (its reply an error) says nothing here.
@@ -212,6 +217,7 @@ class ResultWaiters:
                 pipe.lindex(self._keys.result(jid), 0)
                 pipe.exists(self._keys.result_gone(jid))
                 pipe.hget(self._keys.status(jid), "state")
+                pipe.pttl(self._keys.result(jid))
             try:
                 replies = await pipe.execute(raise_on_error=False)
             except Exception as exc:  # noqa: BLE001 - looked at again shortly; waiters wait
@@ -220,7 +226,7 @@ class ResultWaiters:
                 continue
             for index, jid in enumerate(batch):
                 try:
-                    found = self._found(jid, *replies[3 * index : 3 * index + 3])
+                    found = self._found(jid, *replies[4 * index : 4 * index + 4])
                 except Exception as exc:  # noqa: BLE001 - this jid's reply failed: looked at again
                     self._failures.failed(exc)
                     asyncio.get_running_loop().call_later(RETRY_AFTER, self._look_again, [jid])

@@ -286,7 +286,8 @@ async def finished(redis: Redis, keys: Keys, jid: str, *, window: int = WINDOW) 
     was kept, it was aborted (a tombstone), or it lies in the dead set."""
     pipe = redis.pipeline(transaction=False)
     pipe.hget(keys.status(jid), "state")
-    pipe.exists(keys.result_gone(jid))
+    # A result of either shape (store/results.py): its list, or the marker beside it.
+    pipe.exists(keys.result_gone(jid), keys.result(jid))
     pipe.zscore(keys.aborted, jid)
     state, gone, tombstone = await pipe.execute(raise_on_error=False)
     if isinstance(state, bytes) and state in _FINISHED:

@@ -51,6 +51,11 @@ class AckBook:
             self._starts.setdefault(start.jid, start)
 
     @property
+    def starts_waiting(self) -> bool:
+        """ "working" writes wait for a call."""
+        return bool(self._starts)
+
+    @property
     def waiting(self) -> bool:
         """Acks (or "working" writes) wait for a call."""
         return bool(self._waiting) or bool(self._starts)

@@ -58,6 +58,9 @@ from cogworker_async.worker.handout import Handout
 from cogworker_async.worker.queue_order import weighted_order
 from cogworker_async.worker.shedding import SHED_AFTER, Shedder
 
+# s at most a "working" write waits for a call to ride before one goes for it.
+START_RIDE_FOR = 0.01
+
 # Importable from here as before.
 __all__ = ["SOURCES_PRUNE_AT", "Fetcher", "weighted_order"]
 
@@ -154,6 +157,8 @@ class Fetcher(FetcherState, FetchLoops, FetchSources, SuspectFetching):
         # Unique locks renewed by the fetch that takes their jobs (set by the
         # worker when it minds unique locks; None: the fetch renews none).
         self.renewals: FetchRenewals | None = None
+        # The timer that sends "working" writes no call took along (``send_start``).
+        self._start_kick: asyncio.TimerHandle | None = None
         # Told of each end or "working" write a call could not make (set by the
         # tracker: logged, a wrong-typed key moved aside).
         self.on_end_failures: Callable[[list[tuple[str, str]]], None] | None = None
@@ -186,9 +191,23 @@ class Fetcher(FetcherState, FetchLoops, FetchSources, SuspectFetching):
         self._kick.set()
 
     def send_start(self, start: Start) -> None:
-        """A tracked job's ``working`` status, to ride the next call (best effort)."""
+        """A tracked job's ``working`` status, to ride the next call (best effort).
+
+        Not a call of its own at once: a busy worker's next call (an ack's, a
+        fetch's) comes within moments, and a quick job's end takes its start
+        back and writes both as one (``Tracker.success_end``), so kicking the
+        lanes for each start would only wake them for nothing. A worker that
+        makes no call meanwhile (one long job) sends it after ``START_RIDE_FOR``."""
         self._acks.add_start(start)
-        self._kick.set()
+        if self._start_kick is None:
+            self._start_kick = asyncio.get_running_loop().call_later(
+                START_RIDE_FOR, self._kick_for_starts
+            )
+
+    def _kick_for_starts(self) -> None:
+        self._start_kick = None
+        if self._acks.starts_waiting:
+            self._kick.set()
 
     def take_start(self, jid: str) -> Start | None:
         """Job ``jid``'s ``working`` write if no call carries it yet (taken out)."""

@@ -50,6 +50,10 @@ class _Reporting:
     timer: asyncio.TimerHandle | None = None
 
 
+# What ``_jobs.get`` answers for a job that is not running here (ended, or never began).
+_ENDED: Any = object()
+
+
 class ProgressWriter:
     """The progress of one worker's running jobs (those that track status)."""
 
@@ -60,23 +64,28 @@ class ProgressWriter:
         self._loop_thread = 0
         # Guards each _Reporting's pending/scheduled: a handler's thread reports too.
         self._lock = threading.Lock()
-        self._jobs: dict[str, _Reporting] = {}
+        # The running jobs that track status: None until a job reports (or has a
+        # write of its own to land first), so one that never reports pays no
+        # _Reporting. Changed under the lock (a handler's thread reports too).
+        self._jobs: dict[str, _Reporting | None] = {}
 
     def begin(self, jid: str, working: asyncio.Task[None] | None) -> None:
         """A job that tracks status started; ``working``: its status write to land first."""
         if self._loop is None:
             self._loop = asyncio.get_running_loop()
             self._loop_thread = threading.get_ident()
-        self._jobs[jid] = _Reporting(working)
+        self._jobs[jid] = None if working is None else _Reporting(working)
         register_progress(jid, self)
 
     def report(self, jid: str, fraction: float, message: str | None) -> None:
         """Keep the latest value; schedule its write unless one is already (any thread)."""
         fields = progress_fields(fraction, message, time.time())
         with self._lock:
-            job = self._jobs.get(jid)
-            if job is None:
+            job = self._jobs.get(jid, _ENDED)
+            if job is _ENDED:
                 return  # it ended: its final status is written
+            if job is None:  # its first report
+                job = self._jobs[jid] = _Reporting(None)
             job.pending = fields
             if job.scheduled:
                 return  # the scheduled write takes this value
@@ -132,12 +141,17 @@ class ProgressWriter:
     ) -> tuple[asyncio.Task[None] | None, dict[str, Any] | None]:
         """The job ended: its last status write (``after`` if none of ours came later)
         and the progress still waiting, which its final write carries."""
-        job = self._jobs.pop(jid, None)
-        if job is None:
+        with self._lock:
+            job = self._jobs.pop(jid, _ENDED)
+            if job is None or job is _ENDED:
+                pending = None
+            else:
+                pending, job.pending = job.pending, None
+        if job is _ENDED:
             return after, None
         unregister_progress(jid, self)
-        with self._lock:
-            pending, job.pending = job.pending, None
+        if job is None:  # it never reported
+            return after, None
         if job.timer is not None:
             job.timer.cancel()
         return job.after, pending

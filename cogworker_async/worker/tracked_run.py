@@ -51,7 +51,8 @@ class TrackedRun(InvokeStep):
         if tracker is None:  # a payload asking, in a worker built without a tracker
             await self._run(running, function)
             return None
-        tracker.started(slot, job, function, started)
+        wants = tracker.wants_status(job, function)  # asked once, for both ends
+        tracker.started(slot, job, function, started, wants)
         box: list[Any] = [None]
         if (
             function is not None
@@ -69,8 +70,8 @@ class TrackedRun(InvokeStep):
         if running.aborted:
             return None  # filed as aborted by process(), its result not kept
         if self._fetcher.reliable:
-            if tracker.progress.in_flight(job["jid"]):  # none reported: no await
+            if wants and tracker.progress.in_flight(job["jid"]):  # none reported: no await
                 await tracker.progress.landed(job["jid"])
-            return tracker.success_end(slot, job, function, box[0])
+            return tracker.success_end(slot, job, function, box[0], wants)
         await tracker.succeeded(slot, job, function, box[0])
         return None

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import orjson
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
@@ -31,7 +32,7 @@ from cogworker_async.jobs import JobFunction
 from cogworker_async.keys import Keys
 from cogworker_async.settings import Settings
 from cogworker_async.store import results
-from cogworker_async.store.commands import End, Filing, Start, status_json, strings_json
+from cogworker_async.store.commands import End, Filing, Start
 from cogworker_async.store.faults import FailureLog
 from cogworker_async.store.status import NO_PROGRESS
 from cogworker_async.store.status_writes import STATUS_WRITE_TIMEOUT, StatusWriter
@@ -39,6 +40,9 @@ from cogworker_async.worker.progress import ProgressWriter
 from cogworker_async.worker.settlement import next_retry_count
 
 Function = JobFunction[Any, Any] | None
+
+# A retry's first write clears its last try's progress (``NO_PROGRESS``), flat.
+_NO_PROGRESS_FLAT = tuple(x for pair in NO_PROGRESS.items() for x in pair)
 
 
 class Tracker:
@@ -73,6 +77,8 @@ class Tracker:
         # slot -> the job's "working" write (when sent on its own), which its
         # final write waits for.
         self._working: dict[int, asyncio.Task[None]] = {}
+        # keep_result -> (the one-key result's TTL, its gone_for), s.
+        self._ttls: dict[float, tuple[int, int]] = {}
 
     def wants_status(self, job: dict[str, Any], function: Function) -> bool:
         """The payload's own flag, else the registered job's, else the setting."""
@@ -89,12 +95,36 @@ class Tracker:
             return function.defaults.keep_result
         return self._all_keep
 
-    def started(self, slot: int, job: dict[str, Any], function: Function, started: float) -> None:
-        if not self.wants_status(job, function):
+    def started(
+        self,
+        slot: int,
+        job: dict[str, Any],
+        function: Function,
+        started: float,
+        wants: bool | None = None,
+    ) -> None:
+        """Say ``working`` (``wants``: ``wants_status``, when the caller asked already)."""
+        if not (self.wants_status(job, function) if wants is None else wants):
             return
-        # As strings, as redis-py would send them (one float formatted, not two;
-        # the end's status_json then dumps them as they are).
+        # As strings, as redis-py would send them (one float formatted, not two).
         at = str(started)
+        jid = str(job["jid"])
+        if self.send_start is not None:
+            # Flat, name then value, as the ack's step sends them to HSET: an end
+            # that finds it still waiting (most do) edits it in place (``_final``).
+            flat = [
+                "state", "working",
+                "class", job["class"],
+                "queue", job["queue"],
+                "started_at", at,
+                "updated_at", at,
+                "retry_count", str(job.get("retry_count", 0)),
+            ]  # fmt: skip
+            if "retry_count" in job:  # a retry: its last try's progress is not this one's
+                flat.extend(_NO_PROGRESS_FLAT)
+            self.send_start(Start(jid, flat, started, self.status.ttl))
+            self.progress.begin(jid, None)
+            return
         fields = {
             "state": "working",
             "class": job["class"],
@@ -103,13 +133,8 @@ class Tracker:
             "updated_at": at,
             "retry_count": str(job.get("retry_count", 0)),
         }
-        if "retry_count" in job:  # a retry: its last try's progress is not this one's
+        if "retry_count" in job:
             fields.update(NO_PROGRESS)
-        jid = str(job["jid"])
-        if self.send_start is not None:
-            self.send_start(Start(jid, fields, started, self.status.ttl))
-            self.progress.begin(jid, None)
-            return
         task = self.status.write(jid, fields)
         if task is not None:
             self._working[slot] = task
@@ -125,36 +150,70 @@ class Tracker:
                 self.status.report(key, error)
 
     def success_end(
-        self, slot: int, job: dict[str, Any], function: Function, value: Any
+        self,
+        slot: int,
+        job: dict[str, Any],
+        function: Function,
+        value: Any,
+        wants: bool | None = None,
     ) -> End | None:
         """A success's result and final status as its ack writes them (``End``; None
         when it keeps neither); raises ``ResultNotJSON`` (the job's failure). The
         job's ``working`` write rode a fetch (``Start``): written only if it lands
-        before this end, so no wait."""
+        before this end, so no wait. ``wants``: ``wants_status``, if asked already."""
         jid = str(job["jid"])
-        # The progress still waiting goes with the final status (first: an
-        # unstorable result below is this job's end too).
-        _, progress = self.progress.finish(jid, self._working.pop(slot, None))
+        if wants is None:
+            wants = self.wants_status(job, function)
+        progress = None
+        if wants:
+            # The progress still waiting goes with the final status (first: an
+            # unstorable result below is this job's end too). A job that tracks
+            # no status began none.
+            _, progress = self.progress.finish(jid, self._working.pop(slot, None))
         keep = self.keep_for(job, function)
-        envelope = b"" if keep is None else self._encode(job, value)
-        status = b""
-        if self.wants_status(job, function):
-            now = str(time.time())  # as status_json would send it, formatted once
-            waiting = None if self.take_start is None else self.take_start(jid)
-            if waiting is not None:
-                final = {**waiting.fields, "state": "complete", "finished_at": now}
-            else:
-                final = {"state": "complete", "finished_at": now}
-            final["updated_at"] = now
-            if progress is None:
-                status = strings_json(final)  # all strings (see ``started``)
-            else:
-                final.update(progress)
-                status = status_json(final)
-        if keep is None and not status:
+        if keep is None:
+            envelope, result_ttl = b"", 0
+        else:  # the one-key shape: its key outlives the keeping by gone_for s
+            result_ttl, gone_for = self._one_key_ttls(keep)
+            envelope = self._encode(job, value, gone_for)
+        if wants:
+            status = self._final(jid, progress)
+        elif keep is None:
             return None
-        result_ttl, gone_ttl = (0, 0) if keep is None else results.result_ttls(keep)
-        return End(jid, status, self.status.ttl, envelope, result_ttl, gone_ttl)
+        else:
+            status = b""
+        return End(jid, status, self.status.ttl, envelope, result_ttl)
+
+    def _final(self, jid: str, progress: dict[str, Any] | None) -> bytes:
+        """A success's final status fields, flat (``store.commands.status_json``'s
+        form): its ``working`` write's, edited, when that still waits (most do:
+        then one write says both), else only what changed."""
+        now = str(time.time())  # as status_json would send it, formatted once
+        waiting = None if self.take_start is None else self.take_start(jid)
+        if waiting is not None and isinstance(waiting.fields, list):
+            flat = waiting.fields  # taken: nobody else reads it now
+            flat[1] = "complete"  # "state" (see ``started``)
+            flat[9] = now  # "updated_at"
+            flat += ("finished_at", now)
+        else:
+            flat = ["state", "complete", "finished_at", now, "updated_at", now]
+        if progress is not None:
+            # After the fields it may repeat (a retry's cleared progress): the
+            # script's HSET sets them in order, the last one stands.
+            for name, field in progress.items():
+                flat += (name, field if isinstance(field, str) else str(field))
+        return orjson.dumps(flat)
+
+    def _one_key_ttls(self, keep: float) -> tuple[int, int]:
+        """A one-key result's TTL (the keeping and gone_for) and its gone_for, in s
+        (``store/results.py``); computed once per ``keep`` (a job's few values)."""
+        ttls = self._ttls.get(keep)
+        if ttls is None:
+            if len(self._ttls) >= 64:  # payloads may each name their own: bounded
+                self._ttls.clear()
+            seconds, marker = results.result_ttls(keep)
+            ttls = self._ttls[keep] = (marker, marker - seconds)
+        return ttls
 
     def _success_envelope(
         self, job: dict[str, Any], function: Function, value: Any
@@ -164,9 +223,9 @@ class Tracker:
         return self._encode(job, value)
 
     @staticmethod
-    def _encode(job: dict[str, Any], value: Any) -> bytes:
+    def _encode(job: dict[str, Any], value: Any, gone_for: int = 0) -> bytes:
         try:
-            return results.encode_success(value)
+            return results.encode_success(value, gone_for=gone_for)
         except (TypeError, ValueError) as exc:
             # Filed dead by the settler (never retried: the handler succeeded).
             raise ResultNotJSON(

@@ -6,17 +6,18 @@
 -- block is the call's last, and absent (ARGV[at] nil) means none.
 --
 -- ARGV[at] = "<ns>:" (keys.tracking_prefix; absent: no block), ARGV[at + 1] =
---   e, the number of ends, then e groups of 6:
---   (jid, status, status_ttl, envelope, result_ttl, gone_ttl)
+--   e, the number of ends, then e groups of 5:
+--   (jid, status, status_ttl, envelope, result_ttl)
 --   then s, the number of "working" writes, and s groups of 4:
 --   (jid, fields, started_at, status_ttl): see write_started
 --   status: the fields to HSET as a flat JSON array of strings, name then
 --     value (commands.status_json; "" for none),
---     kept status_ttl s; envelope: the result envelope ("" for none), kept
---     result_ttl s, its "gone" marker gone_ttl s (store/results.py names).
+--     kept status_ttl s; envelope: the result envelope ("" for none) of the
+--     one-key shape (its "gone_for" field: store/results.py), its key kept
+--     result_ttl s (keep_result + gone_for): no result_gone marker is written.
 -- Keys are named from the prefix as keys.py names them (<ns>:status:<jid>,
--- <ns>:result:<jid>, <ns>:result_gone:<jid>, channel <ns>:result_ready:<jid>);
--- with a hash-tagged namespace they are in the tag's slot, like KEYS.
+-- <ns>:result:<jid>, channel <ns>:result_ready:<jid>); with a hash-tagged
+-- namespace they are in the tag's slot, like KEYS.
 --
 -- Written whether or not the ack found its job (a job recovery requeued ran
 -- here all the same: its result is true, as it was when the worker wrote it
@@ -29,8 +30,11 @@ local acked_ends_final = {complete = true, failed = true, dead = true, aborted =
 -- (one end per jid), so it is pushed without a DEL first and trimmed only when
 -- it held one already (a rerun's); a key of another type is replaced, as a
 -- DEL then RPUSH did (a command less per result: inside a script the cost is
--- per command).
-local function write_result(prefix, jid, envelope, result_ttl, gone_ttl)
+-- per command). One key, no marker beside it: the envelope says how long its
+-- key outlives its keeping (a new key with a TTL is most of a result's cost
+-- in Redis). A marker an older run left is left to expire: a reader finds
+-- the list first.
+local function write_result(prefix, jid, envelope, result_ttl)
   local result_key = prefix .. "result:" .. jid
   local length = redis.pcall("RPUSH", result_key, envelope)
   if type(length) == "table" then
@@ -40,7 +44,6 @@ local function write_result(prefix, jid, envelope, result_ttl, gone_ttl)
     redis.call("LTRIM", result_key, -1, -1)
   end
   redis.call("EXPIRE", result_key, tonumber(result_ttl))
-  redis.call("SET", prefix .. "result_gone:" .. jid, "1", "EX", tonumber(gone_ttl))
 end
 
 -- status_fields(json): the flat array of names and values the worker sends,
@@ -72,10 +75,10 @@ end
 -- hear of it: a result written, or (none kept) an end state, so a bare jid's
 -- waiter looks again (publish_ready tells them, once per call).
 local function write_acked_end(failed, ready, prefix, jid, status, status_ttl, envelope,
-    result_ttl, gone_ttl)
+    result_ttl)
   local publish = false
   if envelope ~= "" then
-    local ok, err = pcall(write_result, prefix, jid, envelope, result_ttl, gone_ttl)
+    local ok, err = pcall(write_result, prefix, jid, envelope, result_ttl)
     if ok then
       publish = true
     else
@@ -158,11 +161,11 @@ local function write_acked_ends(at)
     return failed
   end
   local n = tonumber(ARGV[at + 1]) or 0
-  local last = at + 1 + 6 * n
+  local last = at + 1 + 5 * n
   local ready = {}
-  for i = at + 2, last, 6 do
+  for i = at + 2, last, 5 do
     write_acked_end(failed, ready, prefix, ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3],
-      ARGV[i + 4], ARGV[i + 5])
+      ARGV[i + 4])
   end
   publish_ready(ready)
   local starts = tonumber(ARGV[last + 1]) or 0

@@ -21,6 +21,7 @@ from cogworker_async import Client, JobFunction, Settings, Worker, job
 from cogworker_async.client import JobHandle
 from cogworker_async.errors import JobFailed, ResultExpired, ResultTimeout
 from cogworker_async.keys import Keys
+from cogworker_async.store import results
 from tests.helpers import wait_for
 
 pytestmark = pytest.mark.anyio
@@ -139,7 +140,11 @@ async def test_a_result_awaited_after_it_expired_says_so(
             assert await handle.result(timeout=10) == "soon gone"
 
         async def expired() -> bool:
-            return not await redis.exists(keys.result(handle.jid))
+            # Past its keeping: its list gone (two keys), or in its key's last
+            # gone_for s (one key: store/results.py).
+            key = keys.result(handle.jid)
+            envelope = await redis.lindex(key, 0)
+            return envelope is None or results.expired(envelope, await redis.pttl(key))
 
         await wait_for(expired, timeout=5)
         loop = asyncio.get_running_loop()

@@ -24,10 +24,13 @@ ME = "host:1:me"
 def _end(
     jid: str, *, value: object = None, keep: float | None = 60, state: str | None = None
 ) -> End:
+    """As the worker's tracker builds it: the one-key shape (store/results.py)."""
     status = b"" if state is None else commands.status_json({"state": state, "finished_at": 5.5})
-    envelope = b"" if keep is None else results.encode_success(value)
-    result_ttl, gone_ttl = (0, 0) if keep is None else results.result_ttls(keep)
-    return End(jid, status, 600, envelope, result_ttl, gone_ttl)
+    if keep is None:
+        return End(jid, status, 600, b"", 0)
+    seconds, marker = results.result_ttls(keep)
+    envelope = results.encode_success(value, gone_for=marker - seconds)
+    return End(jid, status, 600, envelope, marker)
 
 
 async def _fetched(redis: Redis, keys: Keys, count: int) -> list[bytes]:
@@ -39,9 +42,11 @@ async def _fetched(redis: Redis, keys: Keys, count: int) -> list[bytes]:
     return fetched.jobs
 
 
-async def test_ack_writes_result_status_and_marker_of_the_jobs_that_carry_them(
+async def test_ack_writes_result_and_status_of_the_jobs_that_carry_them(
     redis: Redis, keys: Keys
 ) -> None:
+    """The result in one key (no marker beside it): kept 60 s, then 60 s more
+    saying only that its job finished."""
     plain, kept, tracked = await _fetched(redis, keys, 3)
     pubsub = redis.pubsub()
     await pubsub.subscribe(keys.result_ready(jid_of(kept)))
@@ -53,9 +58,12 @@ async def test_ack_writes_result_status_and_marker_of_the_jobs_that_carry_them(
     assert await commands.ack(redis, keys, identity=ME, acks=acks) == []
     assert await redis.llen(keys.in_progress(ME)) == 0
     result = keys.result(jid_of(kept))
-    assert orjson.loads(await redis.lindex(result, 0)) == {"ok": True, "value": {"n": 1}}
-    assert 0 < await redis.ttl(result) <= 60
-    assert 60 < await redis.ttl(keys.result_gone(jid_of(kept))) <= 120
+    envelope = await redis.lindex(result, 0)
+    assert orjson.loads(envelope) == {"ok": True, "value": {"n": 1}, "gone_for": 60}
+    assert 60 < await redis.ttl(result) <= 120
+    assert not results.expired(envelope, await redis.pttl(result))
+    assert results.expired(envelope, 60_000)  # its last 60 s: past its keeping
+    assert not await redis.exists(keys.result_gone(jid_of(kept)))
     status = await redis.hgetall(keys.status(jid_of(kept)))
     assert status == {b"state": b"complete", b"finished_at": b"5.5"}
     assert 0 < await redis.ttl(keys.status(jid_of(kept))) <= 600
@@ -90,7 +98,7 @@ async def test_fetch_writes_ends_with_its_acks_and_still_takes_by_queue_name(
     assert fetched.jobs == [waiting]
     assert await redis.lrange(keys.in_progress(ME), 0, -1) == [waiting]
     envelope = await redis.lindex(keys.result(jid_of(done)), 0)
-    assert orjson.loads(envelope) == {"ok": True, "value": [1, 2]}
+    assert orjson.loads(envelope)["value"] == [1, 2]
 
 
 async def test_a_result_is_written_even_when_its_job_was_gone(redis: Redis, keys: Keys) -> None:
@@ -182,7 +190,7 @@ async def test_a_rerun_result_replaces_the_one_kept_and_any_key_of_another_type(
     for raw, value in ((again, "new"), (odd, "also new")):
         kept = await redis.lrange(keys.result(jid_of(raw)), 0, -1)
         assert [orjson.loads(envelope)["value"] for envelope in kept] == [value]
-        assert 0 < await redis.ttl(keys.result(jid_of(raw))) <= 60
+        assert 60 < await redis.ttl(keys.result(jid_of(raw))) <= 120
 
 
 async def test_only_the_channels_somebody_listens_to_are_published(

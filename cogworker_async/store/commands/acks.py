@@ -24,27 +24,27 @@ class End(NamedTuple):
     """What a tracked job's ack writes of its end, in the ack's own step
     (``includes/acked_ends.lua``): its final status fields (``status``, as
     ``status_json`` encodes them, b"" for none) kept ``status_ttl`` s, and its kept result
-    (``envelope``, b"" for none) kept ``result_ttl`` s, with its "gone" marker
-    ``gone_ttl`` s (``store/results.py``)."""
+    (``envelope``, b"" for none), in the one-key shape (``store/results.py``: the
+    envelope's ``gone_for``), its key kept ``result_ttl`` s, ``gone_for`` included."""
 
     jid: str
     status: bytes
     status_ttl: int
     envelope: bytes
     result_ttl: int
-    gone_ttl: int
 
 
 class Start(NamedTuple):
     """A tracked job's ``working`` status, riding the next fetch
     (``includes/acked_ends.lua``, ``write_started``): its fields (sent as
-    ``status_json`` encodes them) and its start (``started_at``, as the
+    ``status_json`` encodes them; a list is that form already, flat and all
+    strings, name then value) and its start (``started_at``, as the
     fields say), kept ``status_ttl`` s; skipped when the hash already tells this
     run's end. Encoded only when a call carries it: an end that finds it still
     waiting writes its fields with its own instead."""
 
     jid: str
-    fields: Mapping[str, Any]
+    fields: Mapping[str, Any] | list[str]
     started_at: float
     status_ttl: int
 
@@ -95,7 +95,7 @@ _holds_of = operator.itemgetter(3)  # Ack.holds
 _end_of = operator.itemgetter(4)  # Ack.end
 _jid_of = operator.itemgetter(1)  # Ack.jid
 _member_of = operator.itemgetter(5)  # Ack.member
-END_FIELDS = 6  # what one End puts on the wire (``includes/acked_ends.lua``)
+END_FIELDS = 5  # what one End puts on the wire (``includes/acked_ends.lua``)
 
 
 def _ack_args(keys: Keys, acks: Sequence[Ack]) -> list[EncodableArg]:
@@ -145,7 +145,9 @@ def _end_args(keys: Keys, acks: Sequence[Ack], starts: Sequence[Start] = ()) -> 
         args.extend(end)
     args.append(len(starts))
     for start in starts:
-        args.extend((start.jid, status_json(start.fields), start.started_at, start.status_ttl))
+        fields = start.fields
+        encoded = orjson.dumps(fields) if isinstance(fields, list) else status_json(fields)
+        args.extend((start.jid, encoded, start.started_at, start.status_ttl))
     return args
 
 
