@@ -44,6 +44,21 @@ local function is_member_prefix(prefix)
   return string.sub(prefix, -8) == ":limits:"
 end
 
+-- any_paused(prefix): whether some key of the prefix may be paused
+-- (limits.BackOff): back_off.lua sets <prefix>~paused beside each pause, with
+-- a TTL at least the pause's, so while it is absent no key is paused. Asked
+-- once a call: a release or an admission then pays no command for the pause.
+local paused_any = {}
+
+local function any_paused(prefix)
+  local seen = paused_any[prefix]
+  if seen == nil then
+    seen = redis.call("EXISTS", prefix .. "~paused") == 1
+    paused_any[prefix] = seen
+  end
+  return seen
+end
+
 -- unpark(prefix, name, k): up to k of the oldest jobs parked on limit `name`
 -- (the list <prefix>~parked:<name>, oldest at the tail) go back to the tail of
 -- their queue (where the next is taken), the oldest last so it is taken
@@ -51,19 +66,20 @@ end
 -- next held jobs in, in order. The queue and wake-up keys are built from the
 -- namespace the prefix starts with (<ns>:limits:). Returns how many moved.
 local function unpark(prefix, name, k)
+  k = math.floor(tonumber(k) or 0)
+  if k < 1 then
+    return 0
+  end
   local parked = prefix .. "~parked:" .. name
   -- A paused key (limits.BackOff) lets none in: limits_due.lua does when
   -- the pause ends.
-  if redis.call("EXISTS", prefix .. "~pause:" .. name) == 1 then
+  if any_paused(prefix) and redis.call("EXISTS", prefix .. "~pause:" .. name) == 1 then
     return 0
   end
-  local jobs = {}
-  for _ = 1, k do
-    local job = redis.call("RPOP", parked)
-    if not job then
-      break
-    end
-    jobs[#jobs + 1] = job
+  -- One RPOP with a count (Redis 6.2): the oldest first; false when none.
+  local jobs = redis.call("RPOP", parked, k)
+  if not jobs then
+    return 0
   end
   local ns = string.sub(prefix, 1, #prefix - #"limits:")
   local moved = 0
@@ -98,6 +114,14 @@ local function release_member(prefix, key, owner)
   end
   unpark_one(prefix, string.sub(key, #prefix + 1))
   return 1
+end
+
+-- release_members(prefix, key, owners): release_member for many owners of one
+-- set in one SREM, then as many parked jobs let in as left (one unpark).
+local function release_members(prefix, key, owners)
+  local gone = redis.call("SREM", key, unpack(owners))
+  unpark(prefix, string.sub(key, #prefix + 1), gone)
+  return gone
 end
 
 -- release_hold(prefix, key, owner): deleted while `owner` holds it. Returns 1
@@ -184,6 +208,7 @@ local function settle_holds(at, gone)
   local n = tonumber(ARGV[at]) or 0
   local last = at + 5 * n
   local counted, order = nil, nil
+  local slots, slot_order = nil, nil -- released slots: set key -> owners
   -- The last counted group's (prefix, key, ttl) and members: an ack's members
   -- of one batch come in a row, and each then costs one comparison, not a
   -- key check and a concatenation.
@@ -210,9 +235,26 @@ local function settle_holds(at, gone)
           members[#members + 1] = owner
           last_prefix, last_key, last_ttl, last_members = prefix, key, ttl, members
         end
+      elseif ttl == "" and owner ~= "" and is_member_prefix(prefix) and is_held_key(key, prefix) then
+        -- A slot's release: gathered per set, all of a key's owners in one
+        -- SREM and one unpark after the loop (release_members).
+        slots = slots or {}
+        local owners = slots[key]
+        if not owners then
+          owners = {}
+          slots[key] = owners
+          slot_order = slot_order or {}
+          slot_order[#slot_order + 1] = {prefix, key}
+        end
+        owners[#owners + 1] = owner
       else
         pcall(settle_hold, prefix, key, owner, ttl)
       end
+    end
+  end
+  if slot_order then
+    for _, at_key in ipairs(slot_order) do
+      pcall(release_members, at_key[1], at_key[2], slots[at_key[2]])
     end
   end
   if order then

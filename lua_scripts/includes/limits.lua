@@ -171,10 +171,19 @@ local function flush_admitted(prefix)
 end
 
 -- One script call reads a key's run-time limit and pause once (check_job's
--- own: no script that admits jobs changes them in the same call).
-local config_seen, pause_seen = {}, {}
+-- own: no script that admits jobs changes them in the same call), and asks
+-- first, once a call, whether any key has a run-time limit (<prefix>~config
+-- exists) or a pause (any_paused, includes/holds.lua): with none, a job pays
+-- no command for either.
+local config_seen, pause_seen, config_any = {}, {}, nil
 
 local function limit_of_once(prefix, name, n, period_ms)
+  if config_any == nil then
+    config_any = redis.call("EXISTS", prefix .. "~config") == 1
+  end
+  if not config_any then
+    return n, period_ms
+  end
   local set = config_seen[name]
   if set == nil then
     set = redis.call("HGET", prefix .. "~config", name) or false
@@ -190,6 +199,9 @@ local function limit_of_once(prefix, name, n, period_ms)
 end
 
 local function paused_for_once(prefix, name)
+  if not any_paused(prefix) then
+    return 0
+  end
   local left = pause_seen[name]
   if left == nil then
     left = paused_for(prefix, name)
@@ -198,13 +210,63 @@ local function paused_for_once(prefix, name)
   return left
 end
 
+-- A concurrency key's slots, counted once a call: running[key] is its SCARD
+-- at the call's first look plus the jobs this call admitted to it since;
+-- joining[key] lists those jobs' jids (joined[key]: the same, as a set), added
+-- by one SADD a key (flush_slots) before the jobs are written as taken. A job
+-- counted twice (a requeued one whose jid was still a member) only counts
+-- high: a key is never over-admitted, at worst a job waits one call more.
+local running, joining, joined = {}, {}, {}
+
+-- flush_slots(): the slots this call admitted, added to their sets, one SADD
+-- a key (chunks of 1,000 jids: unpack's bound). Called before the jobs are
+-- written to in-progress (fetch.lua, admit_taken.lua), so a script stopped
+-- between the two has slots without jobs (released by recovery's check),
+-- never jobs running without slots.
+local function flush_slots()
+  for key, jids in pairs(joining) do
+    for i = 1, #jids, 1000 do
+      redis.call("SADD", key, unpack(jids, i, math.min(i + 999, #jids)))
+    end
+  end
+  joining = {}
+end
+
+-- header_of(job): a payload that starts with its limits (payload.encode_job
+-- writes "limits" first, then "jid"): the limits and the jid, read without
+-- decoding the whole payload; nil for any other (check_job decodes it). The
+-- list ends where the brackets balance; cjson.decode of that slice succeeds
+-- only when it is the whole value (a bracket inside a name cuts it short
+-- into no JSON), so a slice that decodes is the top-level "limits".
+local function header_of(job)
+  if string.sub(job, 1, 10) ~= '{"limits":' then
+    return nil
+  end
+  local after = string.match(job, "^%b[]()", 11)
+  if not after then
+    return nil
+  end
+  local jid = string.match(job, '^,"jid":"([^"\\]+)"', after)
+  if not jid then
+    return nil
+  end
+  local ok, limits = pcall(cjson.decode, string.sub(job, 11, after - 1))
+  if not ok then
+    return nil
+  end
+  return limits, jid
+end
+
 -- check_job(job, prefix): admits or parks the raw `job`: every limit it names
 -- is checked first, then (all have room) each takes its share; else the job
 -- is parked on the first full (or paused) one. Returns true when it may run,
 -- false when it was parked.
 local function check_job(job, prefix)
-  local decoded = cjson.decode(job)
-  local limits, jid = decoded["limits"], decoded["jid"]
+  local limits, jid = header_of(job)
+  if not limits then
+    local decoded = cjson.decode(job)
+    limits, jid = decoded["limits"], decoded["jid"]
+  end
   if type(limits) ~= "table" or type(jid) ~= "string" or jid == "" then
     return true
   end
@@ -223,10 +285,15 @@ local function check_job(job, prefix)
       end
       if kind == "concurrency" then
         local key = prefix .. name
+        local count = running[key]
+        if count == nil then
+          count = redis.call("SCARD", key)
+          running[key] = count
+        end
         -- Already a member: a job taken again (a requeue that found it running
-        -- on) holds its slot once (its SADD adds nothing). Asked only of a
-        -- full key: a key with room costs one SCARD.
-        if redis.call("SCARD", key) >= n and redis.call("SISMEMBER", key, jid) == 0 then
+        -- on) holds its slot once. Asked only of a full key.
+        if count >= n and not (joined[key] and joined[key][jid])
+            and redis.call("SISMEMBER", key, jid) == 0 then
           park(prefix, name, job)
           return false
         end
@@ -287,7 +354,15 @@ local function check_job(job, prefix)
     end
   end
   for _, key in ipairs(slots) do
-    redis.call("SADD", key, jid)
+    local mine = joined[key] or {}
+    joined[key] = mine
+    if not mine[jid] then
+      mine[jid] = true
+      running[key] = running[key] + 1
+      local jids = joining[key] or {}
+      joining[key] = jids
+      jids[#jids + 1] = jid
+    end
   end
   for _, start in ipairs(starts) do
     redis.call("ZADD", start[1], now, jid .. ":" .. now)
