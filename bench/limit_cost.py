@@ -8,7 +8,8 @@ Modes: ``plain`` (no limit), ``key`` (one concurrency limit of 50 per key,
 1,000: never full). Run it against two trees, alternating, on the same server
 (it flushes the database it is given)::
 
-    cd /tmp; PYTHONPATH=<tree> <tree>/.venv/bin/python <tree>/bench/limit_cost.py redis://127.0.0.1:6412/15 key
+    cd /tmp; PYTHONPATH=<tree> <tree>/.venv/bin/python <tree>/bench/limit_cost.py \
+        redis://127.0.0.1:6412/15 key
 
 Prints the Redis µs per job of the scripts, then (``-v``) each command's
 calls and µs per job.
@@ -23,11 +24,13 @@ import time
 import orjson
 from redis.asyncio import Redis
 
-from cogworker_async import holds, payload as payloads
+from cogworker_async import holds
+from cogworker_async import payload as payloads
 from cogworker_async.keys import Keys
 from cogworker_async.store import commands
 from cogworker_async.store.commands import Ack
 
+slots_only = getattr(holds, "slots_only", None)
 JOBS = 20_000
 WANT = 50
 
@@ -72,7 +75,13 @@ async def main(url: str, mode: str, verbose: bool) -> None:
         acks = []
         for job in got.jobs:
             body = orjson.loads(job)
-            acks.append(Ack(job, body["jid"], holds=holds.read(body, keys)))
+            # As the worker acks it: its slots by name where the tree can
+            # (``holds.slots_only``), else its holds read.
+            slots = slots_only(body) if slots_only is not None else None
+            if slots is not None:
+                acks.append(Ack(job, body["jid"], slots=slots))  # type: ignore[call-arg, unused-ignore]
+            else:
+                acks.append(Ack(job, body["jid"], holds=holds.read(body, keys)))
         done += len(got.jobs)
         if not got.jobs:
             break

@@ -23,7 +23,8 @@
 -- "outcomes" (event -> outcome). The counted holds of many jobs of one call
 -- under one key (an ack's members of one batch) may come as one group
 -- (holds.py encode_calls): position "*p1,p2,...", owner "jid1,jid2,..."
--- (settle_counted_group).
+-- (settle_counted_group); so may the released slots of one concurrency key
+-- (ttl "": one SREM and one unpark for all of them).
 
 --- @include batch_end
 --- @include after_end
@@ -167,11 +168,13 @@ end
 -- settle_counted_group(positions, prefix, key, owners, ttl, gone): one group
 -- for the counted holds of many jobs of one call (an ack's members of one
 -- batch): positions "*p1,p2,...", owners "jid1,jid2,..." (in the same order),
--- ttl "@<outcome>". One group on the wire instead of one per member: Redis
+-- ttl "@<outcome>"; or, ttl "" under a member prefix, the released slots of
+-- one concurrency key (release_members: one SREM, one unpark). One group on the wire instead of one per member: Redis
 -- makes one string per member here, not five arguments. A position in `gone`
 -- (its job's step did not happen) is left out.
 local function settle_counted_group(positions, prefix, key, owners, ttl, gone)
-  if not is_held_key(key, prefix) or string.byte(ttl, 1) ~= 64 then
+  local slots = ttl == "" and is_member_prefix(prefix)
+  if not is_held_key(key, prefix) or not (slots or string.byte(ttl, 1) == 64) then
     return
   end
   local members = {}
@@ -192,7 +195,11 @@ local function settle_counted_group(positions, prefix, key, owners, ttl, gone)
       members[#members + 1] = owner
     end
   end
-  if #members > 0 then
+  if #members == 0 then
+    return
+  elseif slots then
+    pcall(release_members, prefix, key, members)
+  else
     pcall(batch_settle, key, members, string.sub(ttl, 2))
   end
 end
