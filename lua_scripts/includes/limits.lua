@@ -161,8 +161,27 @@ local function flush_admitted(prefix)
   end
   local bucket = prefix .. "~admitted:" .. math.floor(now_ms() / 10000)
   local fresh = false
-  for name, n in pairs(admitted) do
-    fresh = redis.pcall("HINCRBY", bucket, name, n) == n or fresh
+  local names = {}
+  for name in pairs(admitted) do
+    names[#names + 1] = name
+  end
+  if #names <= 2 or #names > 1000 then
+    for _, name in ipairs(names) do
+      fresh = redis.pcall("HINCRBY", bucket, name, admitted[name]) == admitted[name] or fresh
+    end
+  else
+    -- Many keys (a per-key limit: each job of a call its own): one HMGET and
+    -- one HSET, not an HINCRBY a key (atomic all the same: one script).
+    local had = redis.pcall("HMGET", bucket, unpack(names))
+    if type(had) == "table" and not had.err then
+      local sums = {}
+      for i, name in ipairs(names) do
+        fresh = fresh or not had[i]
+        sums[#sums + 1] = name
+        sums[#sums + 1] = (tonumber(had[i]) or 0) + admitted[name]
+      end
+      redis.pcall("HSET", bucket, unpack(sums))
+    end
   end
   if fresh then
     redis.pcall("PEXPIRE", bucket, 30000)
@@ -238,6 +257,10 @@ end
 -- list ends where the brackets balance; cjson.decode of that slice succeeds
 -- only when it is the whole value (a bracket inside a name cuts it short
 -- into no JSON), so a slice that decodes is the top-level "limits".
+-- A call's jobs often name the same limits (a global one, a hot key): each
+-- slice is decoded once a call (heads: slice -> limits, false for no JSON).
+local heads = {}
+
 local function header_of(job)
   if string.sub(job, 1, 10) ~= '{"limits":' then
     return nil
@@ -250,8 +273,14 @@ local function header_of(job)
   if not jid then
     return nil
   end
-  local ok, limits = pcall(cjson.decode, string.sub(job, 11, after - 1))
-  if not ok then
+  local slice = string.sub(job, 11, after - 1)
+  local limits = heads[slice]
+  if limits == nil then
+    local ok, decoded = pcall(cjson.decode, slice)
+    limits = ok and type(decoded) == "table" and decoded or false
+    heads[slice] = limits
+  end
+  if not limits then
     return nil
   end
   return limits, jid

@@ -168,3 +168,23 @@ async def test_a_run_time_limit_is_read_when_one_is_set(redis: Redis, keys: Keys
     jobs = [led(f"j{i}", "k", 5) for i in range(3)]
     await enqueue(redis, keys, "default", *jobs)
     assert await fetch(redis, keys) == jobs[:1]  # 1 set at run time, not the payload's 5
+
+
+async def test_admissions_of_many_keys_in_one_call_add_to_their_counts(
+    redis: Redis, keys: Keys
+) -> None:
+    """A call admitting jobs of more than two keys adds them in one HMGET and
+    one HSET (includes/limits.lua, flush_admitted): counts add, none is lost."""
+    for rounds in (1, 2):
+        jobs = [led(f"r{rounds}j{i}", f"k{i % 4}", 100) for i in range(8)]
+        await enqueue(redis, keys, "default", *jobs)
+        await redis.config_resetstat()
+        assert len(await fetch(redis, keys)) == 8
+        assert (await calls(redis)).get("hincrby") is None
+    buckets = [k async for k in redis.scan_iter(keys.limit_admitted("*"))]
+    total: dict[bytes, int] = {}
+    for bucket in buckets:
+        assert 0 < await redis.pttl(bucket) <= 30_000
+        for name, n in (await redis.hgetall(bucket)).items():
+            total[name] = total.get(name, 0) + int(n)
+    assert total == {b"k0": 4, b"k1": 4, b"k2": 4, b"k3": 4}
