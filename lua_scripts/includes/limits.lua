@@ -286,6 +286,8 @@ local function header_of(job)
   return limits, jid
 end
 
+local NONE = {} -- an empty list, for the loops over a job's rate writes when it has none
+
 -- check_job(job, prefix): admits or parks the raw `job`: every limit it names
 -- is checked first, then (all have room) each takes its share; else the job
 -- is parked on the first full (or paused) one. Returns true when it may run,
@@ -299,10 +301,13 @@ local function check_job(job, prefix)
   if type(limits) ~= "table" or type(jid) ~= "string" or jid == "" then
     return true
   end
-  local slots, starts, takes, now, names = {}, {}, {}, nil, {}
+  -- starts and takes (the rates' writes) are made only when a rate is named.
+  local slots, starts, takes, now, names = {}, nil, nil, nil, {}
   for _, limit in ipairs(limits) do
     local kind, name, n = limit[1], limit[2], tonumber(limit[3])
-    if type(name) == "string" and n and is_held_key(prefix .. name, prefix) then
+    -- is_held_key(prefix .. name, prefix), without building the key: a name
+    -- that is no bookkeeping key ("~...").
+    if type(name) == "string" and n and name ~= "" and string.byte(name, 1) ~= 126 then
       names[#names + 1] = name
       local period_ms = math.floor((tonumber(limit[4]) or 0) * 1000)
       n, period_ms = limit_of_once(prefix, name, n, period_ms)
@@ -335,6 +340,7 @@ local function check_job(job, prefix)
             park(prefix, name, job, due, spec_of(kind, n, period_ms))
             return false
           end
+          starts = starts or {}
           starts[#starts + 1] = {prefix .. "~window:" .. name, period_ms}
         end
       elseif kind == "bucket" then
@@ -349,6 +355,7 @@ local function check_job(job, prefix)
               spec_of(kind, n, interval))
             return false
           end
+          takes = takes or {}
           takes[#takes + 1] = {
             prefix .. "~bucket:" .. name, tokens - 1, math.ceil(n * interval) + 1000}
         end
@@ -363,6 +370,7 @@ local function check_job(job, prefix)
               spec_of(kind, n, interval))
             return false
           end
+          takes = takes or {}
           takes[#takes + 1] = {prefix .. "~points:" .. name, tokens - cost,
             math.ceil((n - tokens + cost) * interval) + 1000}
         end
@@ -376,6 +384,7 @@ local function check_job(job, prefix)
             park(prefix, name, job, at, spec_of(kind, n, interval))
             return false
           end
+          takes = takes or {}
           takes[#takes + 1] = {"leaky", name, math.max(at or now, now) + interval, interval}
           takes[#takes].leaky = true
         end
@@ -393,11 +402,11 @@ local function check_job(job, prefix)
       jids[#jids + 1] = jid
     end
   end
-  for _, start in ipairs(starts) do
+  for _, start in ipairs(starts or NONE) do
     redis.call("ZADD", start[1], now, jid .. ":" .. now)
     redis.call("PEXPIRE", start[1], start[2])
   end
-  for _, take in ipairs(takes) do
+  for _, take in ipairs(takes or NONE) do
     if not take.leaky then
       redis.call("HSET", take[1], "t", string.format("%.6f", take[2]), "at", now)
       redis.call("PEXPIRE", take[1], take[3])
