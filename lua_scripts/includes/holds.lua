@@ -32,17 +32,18 @@
 -- is_held_key(key, prefix): under `prefix`, with a name after it, and not a
 -- bookkeeping key of the prefix (those start with "~", e.g. <ns>:unique:~releases).
 -- An empty prefix admits nothing.
+-- (find and byte, not sub: no string is made, on the path of every hold.)
 local function is_held_key(key, prefix)
   return type(key) == "string" and type(prefix) == "string" and prefix ~= ""
-    and #key > #prefix and string.sub(key, 1, #prefix) == prefix
-    and string.sub(key, #prefix + 1, #prefix + 1) ~= "~"
+    and #key > #prefix and string.find(key, prefix, 1, true) == 1
+    and string.byte(key, #prefix + 1) ~= 126 -- "~"
 end
 
 -- A "member" kind (holds/kinds.py MEMBER_PREFIX_END): its prefix ends ":limits:",
 -- its key is a set (a concurrency limit's running jobs) and the owner one
 -- member of it. Told by the prefix alone: no TYPE call per hold.
 local function is_member_prefix(prefix)
-  return string.sub(prefix, -8) == ":limits:"
+  return #prefix >= 8 and string.find(prefix, ":limits:", #prefix - 7, true) ~= nil
 end
 
 -- any_paused(prefix): whether some key of the prefix may be paused
@@ -178,7 +179,9 @@ local function settle_counted_group(positions, prefix, key, owners, ttl, gone)
     return
   end
   local members = {}
-  if gone then
+  if not gone and owners ~= "" and not string.find(owners, ",", 1, true) then
+    members[1] = owners -- one owner (a key's one job in the call): no split
+  elseif gone then
     local places = {}
     for p in string.gmatch(positions, "%d+") do
       places[#places + 1] = tonumber(p)

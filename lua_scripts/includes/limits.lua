@@ -262,7 +262,7 @@ end
 local heads = {}
 
 local function header_of(job)
-  if string.sub(job, 1, 10) ~= '{"limits":' then
+  if string.find(job, '{"limits":', 1, true) ~= 1 then
     return nil
   end
   local after = string.match(job, "^%b[]()", 11)
