@@ -78,9 +78,25 @@ local function unpark(prefix, name, k)
   if any_paused(prefix) and redis.call("EXISTS", prefix .. "~pause:" .. name) == 1 then
     return 0
   end
-  -- One RPOP with a count (Redis 6.2): the oldest first; false when none.
-  local jobs = redis.call("RPOP", parked, k)
-  if not jobs then
+  -- The oldest first, in one RPOP with a count (Redis 6.2; a server without
+  -- it: one RPOP a job); one job (a slot's release): a plain RPOP.
+  local jobs = {}
+  local ok, got = true, nil
+  if k > 1 then
+    ok, got = pcall(redis.call, "RPOP", parked, k)
+  end
+  if ok and k > 1 then
+    jobs = got or jobs
+  else
+    for _ = 1, k do
+      local job = redis.call("RPOP", parked)
+      if not job then
+        break
+      end
+      jobs[#jobs + 1] = job
+    end
+  end
+  if #jobs == 0 then
     return 0
   end
   local ns = string.sub(prefix, 1, #prefix - #"limits:")
