@@ -80,23 +80,24 @@ local function unpark(prefix, name, k)
   end
   -- The oldest first, in one RPOP with a count (Redis 6.2; a server without
   -- it: one RPOP a job); one job (a slot's release): a plain RPOP.
-  local jobs = {}
+  local jobs = nil
   local ok, got = true, nil
   if k > 1 then
     ok, got = pcall(redis.call, "RPOP", parked, k)
   end
   if ok and k > 1 then
-    jobs = got or jobs
+    jobs = got
   else
     for _ = 1, k do
       local job = redis.call("RPOP", parked)
       if not job then
         break
       end
+      jobs = jobs or {}
       jobs[#jobs + 1] = job
     end
   end
-  if #jobs == 0 then
+  if not jobs or #jobs == 0 then
     return 0
   end
   local ns = string.sub(prefix, 1, #prefix - #"limits:")

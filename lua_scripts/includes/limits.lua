@@ -229,13 +229,26 @@ local function paused_for_once(prefix, name)
   return left
 end
 
+local NONE = {} -- an empty list, for loops over an optional one (none made each time)
+
 -- A concurrency key's slots, counted once a call: running[key] is its SCARD
 -- at the call's first look plus the jobs this call admitted to it since;
--- joining[key] lists those jobs' jids (joined[key]: the same, as a set), added
--- by one SADD a key (flush_slots) before the jobs are written as taken. A job
--- counted twice (a requeued one whose jid was still a member) only counts
+-- joining[key] lists those jobs' jids not yet added, added by one SADD a key
+-- (flush_slots) before the jobs are written as taken. A job counted twice (a
+-- requeued one whose jid was still a member, a payload met twice) only counts
 -- high: a key is never over-admitted, at worst a job waits one call more.
-local running, joining, joined = {}, {}, {}
+local running, joining = {}, {}
+
+-- joining_has(key, jid): jid is among the key's slots this call has not added
+-- yet (looked at only on a full key: a short scan).
+local function joining_has(key, jid)
+  for _, other in ipairs(joining[key] or NONE) do
+    if other == jid then
+      return true
+    end
+  end
+  return false
+end
 
 -- flush_slots(): the slots this call admitted, added to their sets, one SADD
 -- a key (chunks of 1,000 jids: unpack's bound). Called before the jobs are
@@ -286,8 +299,6 @@ local function header_of(job)
   return limits, jid
 end
 
-local NONE = {} -- an empty list, for the loops over a job's rate writes when it has none
-
 -- check_job(job, prefix): admits or parks the raw `job`: every limit it names
 -- is checked first, then (all have room) each takes its share; else the job
 -- is parked on the first full (or paused) one. Returns true when it may run,
@@ -326,12 +337,14 @@ local function check_job(job, prefix)
         end
         -- Already a member: a job taken again (a requeue that found it running
         -- on) holds its slot once. Asked only of a full key.
-        if count >= n and not (joined[key] and joined[key][jid])
+        if count >= n and not joining_has(key, jid)
             and redis.call("SISMEMBER", key, jid) == 0 then
           park(prefix, name, job)
           return false
         end
-        slots[#slots + 1] = key
+        if slots[#slots] ~= key then -- a key named twice in a row holds one slot
+          slots[#slots + 1] = key
+        end
       elseif kind == "window" then
         if period_ms > 0 then
           now = now or now_ms()
@@ -392,14 +405,12 @@ local function check_job(job, prefix)
     end
   end
   for _, key in ipairs(slots) do
-    local mine = joined[key] or {}
-    joined[key] = mine
-    if not mine[jid] then
-      mine[jid] = true
-      running[key] = running[key] + 1
-      local jids = joining[key] or {}
-      joining[key] = jids
+    running[key] = running[key] + 1
+    local jids = joining[key]
+    if jids then
       jids[#jids + 1] = jid
+    else
+      joining[key] = {jid}
     end
   end
   for _, start in ipairs(starts or NONE) do

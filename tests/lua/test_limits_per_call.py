@@ -188,3 +188,15 @@ async def test_admissions_of_many_keys_in_one_call_add_to_their_counts(
         for name, n in (await redis.hgetall(bucket)).items():
             total[name] = total.get(name, 0) + int(n)
     assert total == {b"k0": 4, b"k1": 4, b"k2": 4, b"k3": 4}
+
+
+async def test_a_key_named_twice_by_a_job_counts_it_once(redis: Redis, keys: Keys) -> None:
+    twice = [["concurrency", "k", 2], ["concurrency", "k", 2]]
+    jobs = [
+        orjson.dumps({"limits": twice, "jid": f"j{i}", "queue": "default", "limit_slots": ["k"]})
+        for i in range(3)
+    ]
+    await enqueue(redis, keys, "default", *jobs)
+    assert await fetch(redis, keys) == jobs[:2]
+    assert await redis.smembers(keys.limit_slots("k")) == {b"j0", b"j1"}
+    assert await redis.lrange(keys.limit_parked("k"), 0, -1) == [jobs[2]]
