@@ -254,11 +254,14 @@ end
 -- a key (chunks of 1,000 jids: unpack's bound). Called before the jobs are
 -- written to in-progress (fetch.lua, admit_taken.lua), so a script stopped
 -- between the two has slots without jobs (released by recovery's check),
--- never jobs running without slots.
+-- never jobs running without slots. redis.pcall: the jobs other limits
+-- parked are already on their held lists, so an error here (a set SCARD
+-- could read but SADD not write) must not stop the call before their queue
+-- is trimmed; the jobs then run as plain ones, as admit_job's own pcall does.
 local function flush_slots()
   for key, jids in pairs(joining) do
     for i = 1, #jids, 1000 do
-      redis.call("SADD", key, unpack(jids, i, math.min(i + 999, #jids)))
+      redis.pcall("SADD", key, unpack(jids, i, math.min(i + 999, #jids)))
     end
   end
   joining = {}
