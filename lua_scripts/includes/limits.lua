@@ -275,28 +275,37 @@ end
 -- into no JSON), so a slice that decodes is the top-level "limits".
 -- A call's jobs often name the same limits (a global one, a hot key): each
 -- slice is decoded once a call (heads: slice -> limits, false for no JSON).
-local heads = {}
+-- The last head that decoded (last_slice, last_limits): a job whose text at
+-- 11 starts with it has that very head (a complete JSON value is no prefix
+-- of a longer one), found without a pattern or a new string.
+local heads, last_slice, last_limits = {}, nil, nil
 
 local function header_of(job)
   if string.find(job, '{"limits":', 1, true) ~= 1 then
     return nil
   end
-  local after = string.match(job, "^%b[]()", 11)
-  if not after then
-    return nil
+  local limits, after = nil, nil
+  if last_slice and string.find(job, last_slice, 11, true) == 11 then
+    limits, after = last_limits, 11 + #last_slice
+  else
+    after = string.match(job, "^%b[]()", 11)
+    if not after then
+      return nil
+    end
+    local slice = string.sub(job, 11, after - 1)
+    limits = heads[slice]
+    if limits == nil then
+      local ok, decoded = pcall(cjson.decode, slice)
+      limits = ok and type(decoded) == "table" and decoded or false
+      heads[slice] = limits
+    end
+    if not limits then
+      return nil
+    end
+    last_slice, last_limits = slice, limits
   end
   local jid = string.match(job, '^,"jid":"([^"\\]+)"', after)
   if not jid then
-    return nil
-  end
-  local slice = string.sub(job, 11, after - 1)
-  local limits = heads[slice]
-  if limits == nil then
-    local ok, decoded = pcall(cjson.decode, slice)
-    limits = ok and type(decoded) == "table" and decoded or false
-    heads[slice] = limits
-  end
-  if not limits then
     return nil
   end
   return limits, jid

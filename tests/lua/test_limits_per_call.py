@@ -200,3 +200,21 @@ async def test_a_key_named_twice_by_a_job_counts_it_once(redis: Redis, keys: Key
     assert await fetch(redis, keys) == jobs[:2]
     assert await redis.smembers(keys.limit_slots("k")) == {b"j0", b"j1"}
     assert await redis.lrange(keys.limit_parked("k"), 0, -1) == [jobs[2]]
+
+
+async def test_a_head_like_the_last_one_but_longer_is_read_whole(redis: Redis, keys: Keys) -> None:
+    """The fetch reuses the last head when a payload starts with it; a head
+    that only starts like it (a longer list) is read as its own."""
+    short = led("j0", "k", 5)
+    longer = orjson.dumps(
+        {
+            "limits": [["concurrency", "k", 5], ["concurrency", "full", 1]],
+            "jid": "j1",
+            "queue": "default",
+            "limit_slots": ["k", "full"],
+        }
+    )
+    await redis.sadd(keys.limit_slots("full"), "other")
+    await enqueue(redis, keys, "default", short, longer)
+    assert await fetch(redis, keys) == [short]  # j1 waits on "full", not let in as k's
+    assert await redis.lrange(keys.limit_parked("full"), 0, -1) == [longer]
