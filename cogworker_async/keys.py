@@ -216,6 +216,13 @@ class Keys:
         """A limit key paused by ``limits.BackOff`` (a string with the pause's TTL)."""
         return f"{self.ns}:limits:~pause:{key}"
 
+    @property
+    def limits_paused(self) -> str:
+        """Set beside every ``limit_pause`` and kept at least as long (a string
+        with a TTL): while it is absent no key is paused, so a fetch or an ack
+        asks no key of a pause (``includes/holds.lua``, ``any_paused``)."""
+        return f"{self.ns}:limits:~paused"
+
     def limit_admitted(self, bucket: int | str) -> str:
         """Admissions per limit key in one 10 s bucket of Redis's clock (a hash:
         key -> admissions, kept 30 s; ``bucket`` = ms // 10,000): admitted/s."""

@@ -214,6 +214,15 @@ def encode_job(job: Mapping[str, Any]) -> bytes:
         ensure_json(args, kwargs)
     if kwargs and not _plain(kwargs):
         ensure_json(args, kwargs)
+    if "limits" in job and next(iter(job)) != "limits":
+        # A limited job's limits, then its jid, lead its payload: the fetch
+        # reads them there without decoding the whole payload
+        # (``lua_scripts/includes/limits.lua``, ``header_of``). A re-encode of
+        # the decoded payload (a retry, a requeue) keeps the order.
+        lead = {"limits": job["limits"]}
+        if "jid" in job:
+            lead["jid"] = job["jid"]
+        job = {**lead, **job}
     return orjson.dumps(job)
 
 

@@ -22,6 +22,7 @@ if reliable and not redis.call("LPOS", KEYS[1], job) then
   return 2
 end
 if admit_job(job, ARGV[2]) then
+  flush_slots()
   flush_admitted(ARGV[2])
   return 1
 end

@@ -33,6 +33,13 @@ local pause = prefix .. "~pause:" .. name
 if paused_for(prefix, name) < ms then
   redis.call("SET", pause, "1", "PX", ms)
 end
+-- Beside every pause, <prefix>~paused lives at least as long (any_paused,
+-- includes/holds.lua: a call that finds it absent asks no key of a pause).
+local marker = prefix .. "~paused"
+if tonumber(redis.call("PTTL", marker)) < ms then
+  redis.call("SET", marker, "1", "PX", ms)
+end
+paused_any[prefix] = true
 settle_payload_holds(raw, decode_kinds(ARGV[6]), "shutdown_requeue", true)
 -- The job's own limit of that name tells limits_due.lua how many to let in
 -- when the pause ends (none named: its default).

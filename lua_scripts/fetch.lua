@@ -30,7 +30,9 @@
 --   first full one's list instead of taken (includes/limits.lua, admit_job);
 --   only when <prefix>~used exists (keys.limits_used): a namespace without
 --   limits pays one EXISTS a call, nothing a job; the admissions are counted
---   per key once a call (flush_admitted: admitted/s). With <prefix>~fair too
+--   per key once a call (flush_admitted: admitted/s), and a concurrency
+--   key's slots are counted once a call and added in one SADD a key before
+--   the jobs are written to in-progress (flush_slots). With <prefix>~fair too
 --   (keys.fair_used), each queue's fair jobs are moved onto their key's line
 --   and taken by turns after its plain jobs (includes/fair.lua)
 -- then, last and only when some acked job carries one, the ends block: e, the
@@ -172,6 +174,7 @@ for i = 5, #KEYS do
         -- LPUSH of the jobs in the order taken leaves the list as that many
         -- LMOVE RIGHT LEFT would: the newest fetch at the head. The jobs a
         -- limit parked left the queue too, onto their limit's list.
+        flush_slots()
         if reliable and moved > 0 then
           redis.call("LPUSH", KEYS[1], unpack(taken, first, #taken))
         end
@@ -183,6 +186,7 @@ for i = 5, #KEYS do
         -- the turns part way (pcall).
         local start, pending = #taken + 1, {}
         pcall(fair_serve, base, wanted - #taken, limits_prefix, taken, pending)
+        flush_slots()
         if reliable and #taken >= start then
           redis.call("LPUSH", KEYS[1], unpack(taken, start, #taken))
         end
@@ -270,6 +274,7 @@ end
 -- The admissions of this call, counted (includes/fair.lua admits too): nothing
 -- to do when none was counted.
 if limits_prefix ~= nil and limits_prefix ~= "" then
+  flush_slots() -- none left by now: each batch taken flushed its own
   flush_admitted(limits_prefix)
 end
 return {taken, missing, broken, sources, renewals, end_failures}

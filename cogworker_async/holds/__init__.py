@@ -26,6 +26,7 @@ from cogworker_async.holds.encoding import (
     encode,
     encode_calls,
     encode_members,
+    encode_slots,
     kinds_spec,
     kinds_table,
     released,
@@ -45,7 +46,7 @@ from cogworker_async.holds.kinds import (
     kind_of,
     withdraw,
 )
-from cogworker_async.holds.reading import batch_member, hold_in, holds_in, read
+from cogworker_async.holds.reading import batch_member, hold_in, holds_in, read, slots_only
 
 __all__ = [
     "BATCH",
@@ -67,6 +68,7 @@ __all__ = [
     "encode",
     "encode_calls",
     "encode_members",
+    "encode_slots",
     "hold_in",
     "holds_in",
     "is_held_key",
@@ -75,5 +77,6 @@ __all__ = [
     "kinds_table",
     "read",
     "released",
+    "slots_only",
     "withdraw",
 ]

@@ -4,7 +4,7 @@ declared kinds as the table a payload-reading script takes (``kinds_table``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import orjson
@@ -54,25 +54,28 @@ def encode_calls(
 ) -> list[str | int]:
     """The hold groups of a call's jobs (``(position, holds)`` each), as ``encode``
     but with the counted holds (batch memberships) of one key gathered in one
-    group: position ``"*p1,p2,..."``, owner ``"jid1,jid2,..."`` (see
-    ``includes/holds.lua``, ``settle_counted_group``). An ack of 150 members of
-    one batch sends one group, not 150 (5 arguments each). An owner with a comma
-    (a foreign payload's jid) keeps a group of its own."""
+    group, and so the released member holds (a concurrency limit's slots) of
+    one key: position ``"*p1,p2,..."``, owner ``"jid1,jid2,..."``, ttl
+    ``"@<outcome>"`` (counted) or ``""`` (a slot: one ``SREM`` and one unpark a
+    key; see ``includes/holds.lua``, ``settle_counted_group``). An ack of 150
+    members of one batch sends one group, not 150 (5 arguments each). An owner
+    with a comma (a foreign payload's jid) keeps a group of its own."""
     groups: list[str | int] = []
     counted: dict[tuple[str, str], tuple[list[str], list[str], str]] = {}
     for position, held in jobs:
         for hold in held:
             kind = _KINDS.get(hold.kind)
-            outcomes = kind.outcomes if kind is not None else None
-            if (
-                kind is None
-                or outcomes is None
-                or kind.rules[event] is not Rule.RELEASE
-                or "," in hold.owner
-            ):
+            if kind is None or kind.rules[event] is not Rule.RELEASE or "," in hold.owner:
                 groups.extend(encode(keys, (hold,), event, position=position))
                 continue
-            ttl = "@" + outcomes[event]
+            outcomes = kind.outcomes
+            if outcomes is not None:
+                ttl = "@" + outcomes[event]
+            elif kind.shape == "member":
+                ttl = ""
+            else:
+                groups.extend(encode(keys, (hold,), event, position=position))
+                continue
             found = counted.get((hold.key, ttl))
             if found is None:
                 found = counted[(hold.key, ttl)] = ([], [], prefix_of(kind, keys))
@@ -110,6 +113,30 @@ def encode_members(keys: Keys, bids: Iterable[str], owners: Iterable[str]) -> li
     groups: list[str | int] = []
     for bid, (positions, names) in found.items():
         groups.extend(("*" + ",".join(positions), prefix, prefix + bid, ",".join(names), ttl))
+    return groups
+
+
+def encode_slots(
+    keys: Keys, slots: Iterable[Sequence[str]], owners: Iterable[str]
+) -> list[str | int]:
+    """The ack groups of a call's limited jobs read by ``slots_only`` (no
+    ``Hold``): the call's ``i``-th job (position ``i``) holds a slot of each of
+    the ``i``-th of ``slots`` (names; empty for none), owned by the ``i``-th of
+    ``owners``. One group per key, as ``encode_calls`` gathers a released
+    member hold's: position ``"*p1,p2,..."``, owner ``"jid1,jid2,..."``, ttl
+    ``""`` (one ``SREM`` and one unpark a key, ``includes/holds.lua``)."""
+    prefix = prefix_of(_KINDS["limit_slot"], keys)
+    found: dict[str, tuple[list[str], list[str]]] = {}
+    for position, (names, owner) in enumerate(zip(slots, owners, strict=True), 1):
+        for name in names:
+            group = found.get(name)
+            if group is None:
+                group = found[name] = ([], [])
+            group[0].append(str(position))
+            group[1].append(owner)
+    groups: list[str | int] = []
+    for name, (positions, jids) in found.items():
+        groups.extend(("*" + ",".join(positions), prefix, prefix + name, ",".join(jids), ""))
     return groups
 
 

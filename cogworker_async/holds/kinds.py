@@ -127,11 +127,15 @@ KINDS: Mapping[str, HoldKind] = MappingProxyType(_KINDS)
 # reads it without the walk over the kinds (``reading.batch_member``). Kept in
 # step (in place) by ``declare`` and ``withdraw``.
 NOT_BATCH_FIELDS: list[str] = []
+# The same for a plain concurrency limit's slots ("limit_slots"): a job with
+# that field and none of these holds its slots alone (``reading.slots_only``).
+NOT_SLOT_FIELDS: list[str] = []
 
 
 def _note_fields() -> None:
-    fields = []
+    fields, others = [], []
     plain = False  # the kind named "batch" is the plain membership (``declarations.BATCH``)
+    slots = False  # the kind named "limit_slot" is the plain slots (``declarations.LIMIT_SLOT``)
     for kind in _KINDS.values():
         spec = kind.payload
         if spec is None:
@@ -146,9 +150,22 @@ def _note_fields() -> None:
             plain = True
         else:
             fields.append(spec.key[0])
+        if (
+            kind.name == "limit_slot"
+            and spec == InPayload(key=("limit_slots",), named=True, many=True)
+            and kind.shape == "member"
+            and kind.outcomes is None
+            and kind.rules[Event.ACK] is Rule.RELEASE
+        ):
+            slots = True
+        else:
+            others.append(spec.key[0])
     if not plain:
         fields.append("batch")  # no such membership declared: no job is read as one
+    if not slots:
+        others.append("limit_slots")  # no such slots declared: no job is read as such
     NOT_BATCH_FIELDS[:] = fields
+    NOT_SLOT_FIELDS[:] = others
 
 
 def declare(kind: HoldKind) -> HoldKind:

@@ -10,6 +10,7 @@ from typing import Any
 from cogworker_async.holds.kinds import (
     _KINDS,
     NOT_BATCH_FIELDS,
+    NOT_SLOT_FIELDS,
     Hold,
     HoldKind,
     Path,
@@ -125,3 +126,27 @@ def batch_member(job: Mapping[str, Any]) -> str | None:
         if field in job:
             return None
     return bid
+
+
+def slots_only(job: Mapping[str, Any]) -> list[str] | None:
+    """The concurrency limits' names (as the payload's ``limit_slots`` lists
+    them) whose slots are all a decoded job holds, when ``read`` would find
+    just those holds and ``encode_calls`` would put each in its key's group;
+    else None (no slots, another hold beside them, a name or jid ``read`` or
+    ``encode_calls`` treats otherwise: the caller reads the job's holds).
+
+    A limited job's ack takes these names instead of ``Hold``s, as a batch
+    member's takes its bid (``batch_member``; ``Ack.slots``)."""
+    names = job.get("limit_slots")
+    if type(names) is not list or not names:
+        return None
+    owner = job.get("jid")
+    if type(owner) is not str or not owner or "," in owner:
+        return None
+    for field in NOT_SLOT_FIELDS:  # a handful of dict lookups
+        if field in job:
+            return None
+    for name in names:  # a named key: prefix + a name that is no "~" key
+        if type(name) is not str or not name or name[0] == "~":
+            return None
+    return names

@@ -178,16 +178,18 @@ class Fetcher(FetcherState, FetchLoops, FetchSources, SuspectFetching):
         holds: tuple[Hold, ...] = (),
         end: End | None = None,
         member: str = "",
+        slots: Sequence[str] = (),
     ) -> None:
         """Acknowledge a finished job with the next call (batched); ``run``: what the
         metrics history counts of it, in the same call; ``holds``: what the job holds
         (a unique or periodic running lock, ...), settled in that call's step if the
         ack removes the job; ``end``: its kept result and final status, written in
         that call's step (reliable fetch only: see ``Tracker.end_in_ack``);
-        ``member``: the batch whose membership is all it holds (``Ack.member``)."""
+        ``member``: the batch whose membership is all it holds (``Ack.member``);
+        ``slots``: the concurrency limits whose slots are all it holds (``Ack.slots``)."""
         if not self.reliable:
-            raw, jid = b"", jid if holds or member else ""  # basic mode: only counted
-        self._acks.add(Ack(raw, jid, run, holds, end, member))
+            raw, jid = b"", jid if holds or member or slots else ""  # basic mode: only counted
+        self._acks.add(Ack(raw, jid, run, holds, end, member, slots))
         self._kick.set()
 
     def send_start(self, start: Start) -> None:

@@ -122,6 +122,10 @@ class JobLocks:
             if bid is not None:  # a batch member, holding nothing else: no Hold built
                 self._fetcher.ack(raw, job["jid"], run, end=end, member=bid)
                 return None
+            slots = holds.slots_only(job)
+            if slots is not None:  # a limited job, holding its slots only: no Hold built
+                self._fetcher.ack(raw, job["jid"], run, end=end, slots=slots)
+                return None
         held = holds.read(job, self._keys)
         pending: Awaitable[None] | None = None
         if self._fetcher.reliable or self._releases is None:

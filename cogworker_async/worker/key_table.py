@@ -73,6 +73,7 @@ TYPED: dict[str, ExpectedType] = {
     "fair_used": "string",
     "limit_window": "zset",
     "limit_pause": "string",
+    "limits_paused": "string",
     "limit_bucket": "hash",
     "limit_leaky": "string",
     "limit_points": "hash",

@@ -23,7 +23,8 @@
 -- "outcomes" (event -> outcome). The counted holds of many jobs of one call
 -- under one key (an ack's members of one batch) may come as one group
 -- (holds.py encode_calls): position "*p1,p2,...", owner "jid1,jid2,..."
--- (settle_counted_group).
+-- (settle_counted_group); so may the released slots of one concurrency key
+-- (ttl "": one SREM and one unpark for all of them).
 
 --- @include batch_end
 --- @include after_end
@@ -31,17 +32,33 @@
 -- is_held_key(key, prefix): under `prefix`, with a name after it, and not a
 -- bookkeeping key of the prefix (those start with "~", e.g. <ns>:unique:~releases).
 -- An empty prefix admits nothing.
+-- (find and byte, not sub: no string is made, on the path of every hold.)
 local function is_held_key(key, prefix)
   return type(key) == "string" and type(prefix) == "string" and prefix ~= ""
-    and #key > #prefix and string.sub(key, 1, #prefix) == prefix
-    and string.sub(key, #prefix + 1, #prefix + 1) ~= "~"
+    and #key > #prefix and string.find(key, prefix, 1, true) == 1
+    and string.byte(key, #prefix + 1) ~= 126 -- "~"
 end
 
 -- A "member" kind (holds/kinds.py MEMBER_PREFIX_END): its prefix ends ":limits:",
 -- its key is a set (a concurrency limit's running jobs) and the owner one
 -- member of it. Told by the prefix alone: no TYPE call per hold.
 local function is_member_prefix(prefix)
-  return string.sub(prefix, -8) == ":limits:"
+  return #prefix >= 8 and string.find(prefix, ":limits:", #prefix - 7, true) ~= nil
+end
+
+-- any_paused(prefix): whether some key of the prefix may be paused
+-- (limits.BackOff): back_off.lua sets <prefix>~paused beside each pause, with
+-- a TTL at least the pause's, so while it is absent no key is paused. Asked
+-- once a call: a release or an admission then pays no command for the pause.
+local paused_any = {}
+
+local function any_paused(prefix)
+  local seen = paused_any[prefix]
+  if seen == nil then
+    seen = redis.call("EXISTS", prefix .. "~paused") == 1
+    paused_any[prefix] = seen
+  end
+  return seen
 end
 
 -- unpark(prefix, name, k): up to k of the oldest jobs parked on limit `name`
@@ -51,19 +68,37 @@ end
 -- next held jobs in, in order. The queue and wake-up keys are built from the
 -- namespace the prefix starts with (<ns>:limits:). Returns how many moved.
 local function unpark(prefix, name, k)
+  k = math.floor(tonumber(k) or 0)
+  if k < 1 then
+    return 0
+  end
   local parked = prefix .. "~parked:" .. name
   -- A paused key (limits.BackOff) lets none in: limits_due.lua does when
   -- the pause ends.
-  if redis.call("EXISTS", prefix .. "~pause:" .. name) == 1 then
+  if any_paused(prefix) and redis.call("EXISTS", prefix .. "~pause:" .. name) == 1 then
     return 0
   end
-  local jobs = {}
-  for _ = 1, k do
-    local job = redis.call("RPOP", parked)
-    if not job then
-      break
+  -- The oldest first, in one RPOP with a count (Redis 6.2; a server without
+  -- it: one RPOP a job); one job (a slot's release): a plain RPOP.
+  local jobs = nil
+  local ok, got = true, nil
+  if k > 1 then
+    ok, got = pcall(redis.call, "RPOP", parked, k)
+  end
+  if ok and k > 1 then
+    jobs = got
+  else
+    for _ = 1, k do
+      local job = redis.call("RPOP", parked)
+      if not job then
+        break
+      end
+      jobs = jobs or {}
+      jobs[#jobs + 1] = job
     end
-    jobs[#jobs + 1] = job
+  end
+  if not jobs or #jobs == 0 then
+    return 0
   end
   local ns = string.sub(prefix, 1, #prefix - #"limits:")
   local moved = 0
@@ -98,6 +133,14 @@ local function release_member(prefix, key, owner)
   end
   unpark_one(prefix, string.sub(key, #prefix + 1))
   return 1
+end
+
+-- release_members(prefix, key, owners): release_member for many owners of one
+-- set in one SREM, then as many parked jobs let in as left (one unpark).
+local function release_members(prefix, key, owners)
+  local gone = redis.call("SREM", key, unpack(owners))
+  unpark(prefix, string.sub(key, #prefix + 1), gone)
+  return gone
 end
 
 -- release_hold(prefix, key, owner): deleted while `owner` holds it. Returns 1
@@ -143,15 +186,19 @@ end
 -- settle_counted_group(positions, prefix, key, owners, ttl, gone): one group
 -- for the counted holds of many jobs of one call (an ack's members of one
 -- batch): positions "*p1,p2,...", owners "jid1,jid2,..." (in the same order),
--- ttl "@<outcome>". One group on the wire instead of one per member: Redis
+-- ttl "@<outcome>"; or, ttl "" under a member prefix, the released slots of
+-- one concurrency key (release_members: one SREM, one unpark). One group on the wire instead of one per member: Redis
 -- makes one string per member here, not five arguments. A position in `gone`
 -- (its job's step did not happen) is left out.
 local function settle_counted_group(positions, prefix, key, owners, ttl, gone)
-  if not is_held_key(key, prefix) or string.byte(ttl, 1) ~= 64 then
+  local slots = ttl == "" and is_member_prefix(prefix)
+  if not is_held_key(key, prefix) or not (slots or string.byte(ttl, 1) == 64) then
     return
   end
   local members = {}
-  if gone then
+  if not gone and owners ~= "" and not string.find(owners, ",", 1, true) then
+    members[1] = owners -- one owner (a key's one job in the call): no split
+  elseif gone then
     local places = {}
     for p in string.gmatch(positions, "%d+") do
       places[#places + 1] = tonumber(p)
@@ -168,7 +215,11 @@ local function settle_counted_group(positions, prefix, key, owners, ttl, gone)
       members[#members + 1] = owner
     end
   end
-  if #members > 0 then
+  if #members == 0 then
+    return
+  elseif slots then
+    pcall(release_members, prefix, key, members)
+  else
     pcall(batch_settle, key, members, string.sub(ttl, 2))
   end
 end
@@ -184,6 +235,7 @@ local function settle_holds(at, gone)
   local n = tonumber(ARGV[at]) or 0
   local last = at + 5 * n
   local counted, order = nil, nil
+  local slots, slot_order = nil, nil -- released slots: set key -> owners
   -- The last counted group's (prefix, key, ttl) and members: an ack's members
   -- of one batch come in a row, and each then costs one comparison, not a
   -- key check and a concatenation.
@@ -210,9 +262,26 @@ local function settle_holds(at, gone)
           members[#members + 1] = owner
           last_prefix, last_key, last_ttl, last_members = prefix, key, ttl, members
         end
+      elseif ttl == "" and owner ~= "" and is_member_prefix(prefix) and is_held_key(key, prefix) then
+        -- A slot's release: gathered per set, all of a key's owners in one
+        -- SREM and one unpark after the loop (release_members).
+        slots = slots or {}
+        local owners = slots[key]
+        if not owners then
+          owners = {}
+          slots[key] = owners
+          slot_order = slot_order or {}
+          slot_order[#slot_order + 1] = {prefix, key}
+        end
+        owners[#owners + 1] = owner
       else
         pcall(settle_hold, prefix, key, owner, ttl)
       end
+    end
+  end
+  if slot_order then
+    for _, at_key in ipairs(slot_order) do
+      pcall(release_members, at_key[1], at_key[2], slots[at_key[2]])
     end
   end
   if order then

@@ -161,8 +161,27 @@ local function flush_admitted(prefix)
   end
   local bucket = prefix .. "~admitted:" .. math.floor(now_ms() / 10000)
   local fresh = false
-  for name, n in pairs(admitted) do
-    fresh = redis.pcall("HINCRBY", bucket, name, n) == n or fresh
+  local names = {}
+  for name in pairs(admitted) do
+    names[#names + 1] = name
+  end
+  if #names <= 2 or #names > 1000 then
+    for _, name in ipairs(names) do
+      fresh = redis.pcall("HINCRBY", bucket, name, admitted[name]) == admitted[name] or fresh
+    end
+  else
+    -- Many keys (a per-key limit: each job of a call its own): one HMGET and
+    -- one HSET, not an HINCRBY a key (atomic all the same: one script).
+    local had = redis.pcall("HMGET", bucket, unpack(names))
+    if type(had) == "table" and not had.err then
+      local sums = {}
+      for i, name in ipairs(names) do
+        fresh = fresh or not had[i]
+        sums[#sums + 1] = name
+        sums[#sums + 1] = (tonumber(had[i]) or 0) + admitted[name]
+      end
+      redis.pcall("HSET", bucket, unpack(sums))
+    end
   end
   if fresh then
     redis.pcall("PEXPIRE", bucket, 30000)
@@ -171,10 +190,19 @@ local function flush_admitted(prefix)
 end
 
 -- One script call reads a key's run-time limit and pause once (check_job's
--- own: no script that admits jobs changes them in the same call).
-local config_seen, pause_seen = {}, {}
+-- own: no script that admits jobs changes them in the same call), and asks
+-- first, once a call, whether any key has a run-time limit (<prefix>~config
+-- exists) or a pause (any_paused, includes/holds.lua): with none, a job pays
+-- no command for either.
+local config_seen, pause_seen, config_any = {}, {}, nil
 
 local function limit_of_once(prefix, name, n, period_ms)
+  if config_any == nil then
+    config_any = redis.call("EXISTS", prefix .. "~config") == 1
+  end
+  if not config_any then
+    return n, period_ms
+  end
   local set = config_seen[name]
   if set == nil then
     set = redis.call("HGET", prefix .. "~config", name) or false
@@ -190,6 +218,9 @@ local function limit_of_once(prefix, name, n, period_ms)
 end
 
 local function paused_for_once(prefix, name)
+  if not any_paused(prefix) then
+    return 0
+  end
   local left = pause_seen[name]
   if left == nil then
     left = paused_for(prefix, name)
@@ -198,20 +229,108 @@ local function paused_for_once(prefix, name)
   return left
 end
 
+local NONE = {} -- an empty list, for loops over an optional one (none made each time)
+
+-- A concurrency key's slots, counted once a call: running[key] is its SCARD
+-- at the call's first look plus the jobs this call admitted to it since;
+-- joining[key] lists those jobs' jids not yet added, added by one SADD a key
+-- (flush_slots) before the jobs are written as taken. A job counted twice (a
+-- requeued one whose jid was still a member, a payload met twice) only counts
+-- high: a key is never over-admitted, at worst a job waits one call more.
+local running, joining = {}, {}
+
+-- joining_has(key, jid): jid is among the key's slots this call has not added
+-- yet (looked at only on a full key: a short scan).
+local function joining_has(key, jid)
+  for _, other in ipairs(joining[key] or NONE) do
+    if other == jid then
+      return true
+    end
+  end
+  return false
+end
+
+-- flush_slots(): the slots this call admitted, added to their sets, one SADD
+-- a key (chunks of 1,000 jids: unpack's bound). Called before the jobs are
+-- written to in-progress (fetch.lua, admit_taken.lua), so a script stopped
+-- between the two has slots without jobs (released by recovery's check),
+-- never jobs running without slots. redis.pcall: the jobs other limits
+-- parked are already on their held lists, so an error here (a set SCARD
+-- could read but SADD not write) must not stop the call before their queue
+-- is trimmed; the jobs then run as plain ones, as admit_job's own pcall does.
+local function flush_slots()
+  for key, jids in pairs(joining) do
+    for i = 1, #jids, 1000 do
+      redis.pcall("SADD", key, unpack(jids, i, math.min(i + 999, #jids)))
+    end
+  end
+  joining = {}
+end
+
+-- header_of(job): a payload that starts with its limits (payload.encode_job
+-- writes "limits" first, then "jid"): the limits and the jid, read without
+-- decoding the whole payload; nil for any other (check_job decodes it). The
+-- list ends where the brackets balance; cjson.decode of that slice succeeds
+-- only when it is the whole value (a bracket inside a name cuts it short
+-- into no JSON), so a slice that decodes is the top-level "limits".
+-- A call's jobs often name the same limits (a global one, a hot key): each
+-- slice is decoded once a call (heads: slice -> limits, false for no JSON).
+-- The last head that decoded (last_slice, last_limits): a job whose text at
+-- 11 starts with it has that very head (a complete JSON value is no prefix
+-- of a longer one), found without a pattern or a new string.
+local heads, last_slice, last_limits = {}, nil, nil
+
+local function header_of(job)
+  if string.find(job, '{"limits":', 1, true) ~= 1 then
+    return nil
+  end
+  local limits, after = nil, nil
+  if last_slice and string.find(job, last_slice, 11, true) == 11 then
+    limits, after = last_limits, 11 + #last_slice
+  else
+    after = string.match(job, "^%b[]()", 11)
+    if not after then
+      return nil
+    end
+    local slice = string.sub(job, 11, after - 1)
+    limits = heads[slice]
+    if limits == nil then
+      local ok, decoded = pcall(cjson.decode, slice)
+      limits = ok and type(decoded) == "table" and decoded or false
+      heads[slice] = limits
+    end
+    if not limits then
+      return nil
+    end
+    last_slice, last_limits = slice, limits
+  end
+  local jid = string.match(job, '^,"jid":"([^"\\]+)"', after)
+  if not jid then
+    return nil
+  end
+  return limits, jid
+end
+
 -- check_job(job, prefix): admits or parks the raw `job`: every limit it names
 -- is checked first, then (all have room) each takes its share; else the job
 -- is parked on the first full (or paused) one. Returns true when it may run,
 -- false when it was parked.
 local function check_job(job, prefix)
-  local decoded = cjson.decode(job)
-  local limits, jid = decoded["limits"], decoded["jid"]
+  local limits, jid = header_of(job)
+  if not limits then
+    local decoded = cjson.decode(job)
+    limits, jid = decoded["limits"], decoded["jid"]
+  end
   if type(limits) ~= "table" or type(jid) ~= "string" or jid == "" then
     return true
   end
-  local slots, starts, takes, now, names = {}, {}, {}, nil, {}
+  -- starts and takes (the rates' writes) are made only when a rate is named.
+  local slots, starts, takes, now, names = {}, nil, nil, nil, {}
   for _, limit in ipairs(limits) do
     local kind, name, n = limit[1], limit[2], tonumber(limit[3])
-    if type(name) == "string" and n and is_held_key(prefix .. name, prefix) then
+    -- is_held_key(prefix .. name, prefix), without building the key: a name
+    -- that is no bookkeeping key ("~...").
+    if type(name) == "string" and n and name ~= "" and string.byte(name, 1) ~= 126 then
       names[#names + 1] = name
       local period_ms = math.floor((tonumber(limit[4]) or 0) * 1000)
       n, period_ms = limit_of_once(prefix, name, n, period_ms)
@@ -223,14 +342,21 @@ local function check_job(job, prefix)
       end
       if kind == "concurrency" then
         local key = prefix .. name
+        local count = running[key]
+        if count == nil then
+          count = redis.call("SCARD", key)
+          running[key] = count
+        end
         -- Already a member: a job taken again (a requeue that found it running
-        -- on) holds its slot once (its SADD adds nothing). Asked only of a
-        -- full key: a key with room costs one SCARD.
-        if redis.call("SCARD", key) >= n and redis.call("SISMEMBER", key, jid) == 0 then
+        -- on) holds its slot once. Asked only of a full key.
+        if count >= n and not joining_has(key, jid)
+            and redis.call("SISMEMBER", key, jid) == 0 then
           park(prefix, name, job)
           return false
         end
-        slots[#slots + 1] = key
+        if slots[#slots] ~= key then -- a key named twice in a row holds one slot
+          slots[#slots + 1] = key
+        end
       elseif kind == "window" then
         if period_ms > 0 then
           now = now or now_ms()
@@ -239,6 +365,7 @@ local function check_job(job, prefix)
             park(prefix, name, job, due, spec_of(kind, n, period_ms))
             return false
           end
+          starts = starts or {}
           starts[#starts + 1] = {prefix .. "~window:" .. name, period_ms}
         end
       elseif kind == "bucket" then
@@ -253,6 +380,7 @@ local function check_job(job, prefix)
               spec_of(kind, n, interval))
             return false
           end
+          takes = takes or {}
           takes[#takes + 1] = {
             prefix .. "~bucket:" .. name, tokens - 1, math.ceil(n * interval) + 1000}
         end
@@ -267,6 +395,7 @@ local function check_job(job, prefix)
               spec_of(kind, n, interval))
             return false
           end
+          takes = takes or {}
           takes[#takes + 1] = {prefix .. "~points:" .. name, tokens - cost,
             math.ceil((n - tokens + cost) * interval) + 1000}
         end
@@ -280,6 +409,7 @@ local function check_job(job, prefix)
             park(prefix, name, job, at, spec_of(kind, n, interval))
             return false
           end
+          takes = takes or {}
           takes[#takes + 1] = {"leaky", name, math.max(at or now, now) + interval, interval}
           takes[#takes].leaky = true
         end
@@ -287,13 +417,19 @@ local function check_job(job, prefix)
     end
   end
   for _, key in ipairs(slots) do
-    redis.call("SADD", key, jid)
+    running[key] = running[key] + 1
+    local jids = joining[key]
+    if jids then
+      jids[#jids + 1] = jid
+    else
+      joining[key] = {jid}
+    end
   end
-  for _, start in ipairs(starts) do
+  for _, start in ipairs(starts or NONE) do
     redis.call("ZADD", start[1], now, jid .. ":" .. now)
     redis.call("PEXPIRE", start[1], start[2])
   end
-  for _, take in ipairs(takes) do
+  for _, take in ipairs(takes or NONE) do
     if not take.leaky then
       redis.call("HSET", take[1], "t", string.format("%.6f", take[2]), "at", now)
       redis.call("PEXPIRE", take[1], take[3])

@@ -30,12 +30,10 @@ async def _limits_used(redis: Redis, keys: Keys) -> None:
 
 
 def limited(jid: str, *names: str, n: int = 1, queue: str = "default") -> bytes:
-    return make_job(
-        queue=queue,
-        jid=jid,
-        limits=[["concurrency", name, n] for name in names],
-        limit_slots=list(names),
-    )
+    """Led by its limits, then its jid, as ``payload.encode_job`` writes it."""
+    body = {"limits": [["concurrency", name, n] for name in names], "jid": jid}
+    body.update(orjson.loads(make_job(queue=queue, jid=jid, limit_slots=list(names))))
+    return orjson.dumps(body)
 
 
 async def take(redis: Redis, keys: Keys, want: int = 10) -> list[bytes]:

@@ -161,3 +161,69 @@ def test_a_kind_declared_later_turns_the_shortcut_off_for_its_jobs() -> None:
     finally:
         holds.withdraw(extra.name)
     assert holds.batch_member(job) == "b1"
+
+
+LIMITED = {"jid": "j1", "class": "t.job", "limit_slots": ["api", "acct:1"]}
+
+
+@pytest.mark.parametrize(
+    ("job", "names"),
+    [
+        (LIMITED, ["api", "acct:1"]),
+        ({**LIMITED, "unique": {"key": "ns:unique:x"}}, None),  # a lock beside them
+        ({**LIMITED, "periodic_pjid": "nightly"}, None),
+        ({**LIMITED, "batch": "b1"}, None),
+        ({**LIMITED, "jid": "j1,j2"}, None),  # a foreign jid: a group of its own
+        ({**LIMITED, "limit_slots": ["~parked:x"]}, None),  # bookkeeping: no hold
+        ({**LIMITED, "limit_slots": [""]}, None),
+        ({**LIMITED, "limit_slots": [5]}, None),
+        ({**LIMITED, "limit_slots": []}, None),
+        ({**LIMITED, "limit_slots": "api"}, None),
+        ({"jid": "j1", "class": "t.job"}, None),
+    ],
+)
+def test_slots_only_is_read_when_the_slots_are_all_a_job_holds(
+    job: dict[str, object], names: list[str] | None
+) -> None:
+    """The ack's shortcut takes the names exactly where ``read`` finds those
+    slots and nothing else (and ``encode_calls`` would group them)."""
+    assert holds.slots_only(job) == names
+    if names is not None:
+        assert holds.read(job, KEYS) == tuple(
+            Hold("limit_slot", KEYS.limits_prefix + name, "j1") for name in names
+        )
+
+
+def test_encode_slots_sends_the_groups_encode_calls_sends() -> None:
+    jobs = [
+        {**LIMITED, "jid": "j1", "limit_slots": ["a"]},
+        {"jid": "p1", "class": "t.job"},  # a plain job between
+        {**LIMITED, "jid": "j2", "limit_slots": ["b", "a"]},
+        {**LIMITED, "jid": "j3", "limit_slots": ["a"]},
+    ]
+    by_hold = holds.encode_calls(
+        KEYS, [(i, holds.read(job, KEYS)) for i, job in enumerate(jobs, 1)], Event.ACK
+    )
+    names = [holds.slots_only(job) or [] for job in jobs]
+    by_name = holds.encode_slots(KEYS, names, [str(job["jid"]) for job in jobs])
+    assert by_name == by_hold == [
+        "*1,3,4", "ns:limits:", "ns:limits:a", "j1,j2,j3", "",
+        "*3", "ns:limits:", "ns:limits:b", "j2", "",
+    ]  # fmt: skip
+
+
+def test_a_kind_declared_later_turns_the_slots_shortcut_off_for_its_jobs() -> None:
+    extra = holds.HoldKind(
+        "test_extra",
+        prefix=lambda keys: f"{keys.ns}:extra:",
+        default_ttl=60.0,
+        rules=dict.fromkeys(Event, Rule.RELEASE),
+        payload=holds.InPayload(key=("extra",), named=True),
+    )
+    job = {**LIMITED, "extra": "x"}
+    holds.declare(extra)
+    try:
+        assert holds.slots_only(job) is None
+    finally:
+        holds.withdraw(extra.name)
+    assert holds.slots_only(job) == ["api", "acct:1"]

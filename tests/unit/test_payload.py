@@ -12,6 +12,7 @@ from cogworker_async.payload import (
     build,
     decode,
     encode,
+    encode_job,
     ensure_json,
     jid_source,
     new_jid,
@@ -160,3 +161,16 @@ def test_jid_source_gives_distinct_wire_jids_past_one_draw() -> None:
     jids = [next(source) for _ in range(2_500)]
     assert len(set(jids)) == len(jids)
     assert all(len(j) == 24 and int(j, 16) >= 0 and j == j.lower() for j in jids)
+
+
+def test_a_limited_job_is_encoded_led_by_its_limits_then_its_jid() -> None:
+    """The fetch reads a limited job's limits and jid from the payload's head
+    (``includes/limits.lua``, ``header_of``); every field is still there."""
+    job = build("t.job", [1], {"limits": "an argument"}, "default", now=1.0)
+    job["limits"] = [["concurrency", "k", 2]]
+    job["limit_slots"] = ["k"]
+    raw = encode_job(job)
+    assert raw.startswith(b'{"limits":[["concurrency","k",2]],"jid":"' + job["jid"].encode())
+    assert orjson.loads(raw) == job
+    plain = build("t.job", [1], None, "default", now=1.0)
+    assert encode_job(plain) == orjson.dumps(plain)  # a plain job as before

@@ -80,6 +80,9 @@ class Ack(NamedTuple):
     ``member``: the batch (bid) whose membership is all the job holds
     (``holds.batch_member``), counted as a success in the ack's step as its
     ``Hold`` would be, without one ("" for none; ``holds`` is then ()).
+    ``slots``: the concurrency limits (names) whose slots are all the job
+    holds (``holds.slots_only``), released in the ack's step as their
+    ``Hold``s would be, without them (() for none; ``holds`` is then ()).
     """
 
     raw: bytes
@@ -88,6 +91,7 @@ class Ack(NamedTuple):
     holds: tuple[Hold, ...] = ()
     end: End | None = None
     member: str = ""
+    slots: Sequence[str] = ()
 
 
 _raw_of = operator.itemgetter(0)  # Ack.raw
@@ -95,6 +99,7 @@ _holds_of = operator.itemgetter(3)  # Ack.holds
 _end_of = operator.itemgetter(4)  # Ack.end
 _jid_of = operator.itemgetter(1)  # Ack.jid
 _member_of = operator.itemgetter(5)  # Ack.member
+_slots_of = operator.itemgetter(6)  # Ack.slots
 END_FIELDS = 5  # what one End puts on the wire (``includes/acked_ends.lua``)
 
 
@@ -112,7 +117,8 @@ def _ack_args(keys: Keys, acks: Sequence[Ack]) -> list[EncodableArg]:
     args.extend(map(_raw_of, acks))  # at C speed, as the look for holds below
     with_holds = any(map(_holds_of, acks))
     with_members = any(map(_member_of, acks))
-    if not with_holds and not with_members:  # the plain case
+    with_slots = any(map(_slots_of, acks))
+    if not with_holds and not with_members and not with_slots:  # the plain case
         args.append(0)
         return args
     held: list[EncodableArg] = []
@@ -126,6 +132,8 @@ def _ack_args(keys: Keys, acks: Sequence[Ack]) -> list[EncodableArg]:
         )
     if with_members:  # the batch members read without a Hold (``Ack.member``)
         held.extend(holds.encode_members(keys, map(_member_of, acks), map(_jid_of, acks)))
+    if with_slots:  # the limited jobs read without a Hold (``Ack.slots``)
+        held.extend(holds.encode_slots(keys, map(_slots_of, acks), map(_jid_of, acks)))
     args.append(len(held) // holds.HOLD_FIELDS)
     args.extend(held)
     return args
