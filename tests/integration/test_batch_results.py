@@ -123,6 +123,18 @@ async def test_a_plain_batch_results_come_back_in_member_order(settings: Setting
         assert [value async for value in client.batch_results("no-such-batch")] == []
 
 
+async def test_members_kept_by_the_settings_keep_result_are_listed(settings: Settings) -> None:
+    """``keep_result`` set for every job (client and worker alike): a member that
+    asks nothing itself keeps its result, and the batch lists it."""
+    keeping = settings.model_copy(update={"keep_result": 600.0})
+    async with Client(keeping) as client, Worker(keeping, jobs=ALL):
+        async with client.batch() as b:
+            await b.enqueue_many(plain, [(i,) for i in range(5)])
+            await b.enqueue(plain, 99)
+        await wait_for(lambda: _done(client, b.bid), timeout=60)
+        assert [value async for value in client.batch_results(b.bid)] == [0, 1, 2, 3, 4, 99]
+
+
 async def test_a_callback_reads_its_batch_and_a_second_run_reads_the_same(
     settings: Settings, keys: Keys
 ) -> None:
